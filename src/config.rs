@@ -1,0 +1,202 @@
+//! `switchboard serve` settings: one clap definition holds every setting with its default and
+//! help text; a TOML file (`--config`) supplies values for flags the command line leaves out.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum PolicyKind {
+    RoundRobin,
+    Random,
+    PowerOfTwo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// SGLang's native `/generate` with token ids tokenized here.
+    Sglang,
+    /// Any OpenAI-compatible worker: bodies forwarded, streams relayed as they arrive.
+    Openai,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// TOML file with any of these settings (keys are the flag names with `_` or `-`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 30000)]
+    pub port: u16,
+    /// Worker base URLs (http://host:port).
+    #[arg(long, num_args = 1..)]
+    pub worker_urls: Vec<String>,
+    /// How workers are chosen.
+    #[arg(long, value_enum, default_value = "round_robin")]
+    pub policy: PolicyKind,
+    /// Upstream protocol.
+    #[arg(long, value_enum, default_value = "sglang")]
+    pub backend: BackendKind,
+    /// Directory with tokenizer.json and tokenizer_config.json. Omitted: the bundled SmolLM2 tokenizer.
+    #[arg(long, alias = "tokenizer-path")]
+    pub model_path: Option<PathBuf>,
+    /// Name clients use in `model`; defaults to the workers' own name (from /v1/models) or the tokenizer folder's name.
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// A Jinja chat template file overriding the tokenizer's.
+    #[arg(long)]
+    pub chat_template: Option<PathBuf>,
+    /// Context length; defaults to the tokenizer's model_max_length, else 32768.
+    #[arg(long)]
+    pub context_length: Option<usize>,
+    /// Bearer key required on inference routes.
+    #[arg(long, env = "SWITCHBOARD_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Limit for a whole request, in seconds (0 = none).
+    #[arg(long, default_value_t = 1800)]
+    pub request_timeout_secs: u64,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Seconds between worker health checks.
+    #[arg(long, default_value_t = 5)]
+    pub health_check_interval_secs: u64,
+    /// Log filter (error, warn, info, debug, trace, or a tracing directive).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Log as JSON lines.
+    #[arg(long)]
+    pub log_json: bool,
+    /// Also serve /metrics on this port (it is always on the main port).
+    #[arg(long)]
+    pub prometheus_port: Option<u16>,
+    /// Address of the separate metrics listener.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub prometheus_host: String,
+}
+
+/// Only here to parse `ServeConfig` on its own (for `--config` merging and tests).
+#[derive(Parser)]
+#[command(name = "switchboard serve")]
+struct ServeOnly {
+    #[command(flatten)]
+    serve: ServeConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Toml { path: PathBuf, message: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+}
+
+impl ServeConfig {
+    /// Parses `serve` arguments (without the program and subcommand names), then fills in
+    /// whatever the command line left out from the `--config` file.
+    pub fn from_args<I, T>(args: I) -> Result<ServeConfig, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let args: Vec<OsString> = std::iter::once(OsString::from("serve")).chain(args.into_iter().map(Into::into)).collect();
+        let matches = ServeOnly::command().try_get_matches_from(&args)?;
+        let first = ServeOnly::from_arg_matches(&matches)?.serve;
+        let Some(path) = first.config.clone() else {
+            return first.validated();
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml { path: path.clone(), message: e.to_string() })?;
+        let known: Vec<String> = ServeOnly::command().get_arguments().map(|a| a.get_id().to_string()).collect();
+        // File values become flags placed before the real ones; keys given on the command line are skipped.
+        let mut merged = vec![OsString::from("serve")];
+        for (key, value) in &table {
+            let id = key.replace('-', "_");
+            if !known.contains(&id) || id == "config" {
+                return Err(ConfigError::Toml { path, message: format!("unknown setting `{key}`") });
+            }
+            if matches.value_source(&id) == Some(ValueSource::CommandLine) {
+                continue;
+            }
+            let flag = format!("--{}", id.replace('_', "-"));
+            push_value(&mut merged, &flag, value).map_err(|message| ConfigError::Toml { path: path.clone(), message: format!("`{key}`: {message}") })?;
+        }
+        merged.extend(args.into_iter().skip(1));
+        let matches = ServeOnly::command().try_get_matches_from(merged)?;
+        ServeOnly::from_arg_matches(&matches)?.serve.validated()
+    }
+
+    fn validated(self) -> Result<ServeConfig, ConfigError> {
+        for url in &self.worker_urls {
+            crate::workers::validate_url(url).map_err(ConfigError::Invalid)?;
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError::Invalid("--max-body-bytes must be positive".into()));
+        }
+        Ok(self)
+    }
+}
+
+fn push_value(out: &mut Vec<OsString>, flag: &str, value: &toml::Value) -> Result<(), String> {
+    match value {
+        toml::Value::Boolean(true) => out.push(flag.into()),
+        toml::Value::Boolean(false) => {}
+        toml::Value::String(s) => out.push(format!("{flag}={s}").into()),
+        toml::Value::Integer(i) => out.push(format!("{flag}={i}").into()),
+        toml::Value::Float(f) => out.push(format!("{flag}={f}").into()),
+        toml::Value::Array(items) => {
+            for item in items {
+                push_value(out, flag, item)?;
+            }
+        }
+        _ => return Err("expected a string, number, boolean or list".into()),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_cli() {
+        let c = ServeConfig::from_args(["--port", "8080", "--worker-urls", "http://127.0.0.1:1", "http://127.0.0.1:2"]).unwrap();
+        assert_eq!(c.port, 8080);
+        assert_eq!(c.worker_urls.len(), 2);
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.policy, PolicyKind::RoundRobin);
+    }
+
+    #[test]
+    fn file_fills_gaps_and_cli_wins() {
+        let dir = std::env::temp_dir().join(format!("sb-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "port = 9000\nlog_json = true\nworker-urls = [\"http://127.0.0.1:7\"]\npolicy = \"random\"\n").unwrap();
+        let c = ServeConfig::from_args(["--config", path.to_str().unwrap(), "--policy", "power_of_two"]).unwrap();
+        assert_eq!(c.port, 9000);
+        assert!(c.log_json);
+        assert_eq!(c.worker_urls, vec!["http://127.0.0.1:7".to_string()]);
+        assert_eq!(c.policy, PolicyKind::PowerOfTwo);
+        std::fs::write(&path, "bogus = 1\n").unwrap();
+        assert!(matches!(ServeConfig::from_args(["--config", path.to_str().unwrap()]), Err(ConfigError::Toml { .. })));
+        std::fs::write(&path, "port = \"x\"\n").unwrap();
+        assert!(ServeConfig::from_args(["--config", path.to_str().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_worker_urls() {
+        assert!(ServeConfig::from_args(["--worker-urls", "file:///etc/passwd"]).is_err());
+        assert!(ServeConfig::from_args(["--worker-urls", "http://"]).is_err());
+    }
+}

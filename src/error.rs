@@ -1,0 +1,108 @@
+//! Every error a client can see, rendered once, as OpenAI does:
+//! `{"error":{"message","type","param","code"}}` with the matching HTTP status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::protocol::openai::{ErrorBody, ErrorDetail};
+use crate::protocol::sampling::InvalidField;
+use crate::routing::RouteError;
+use crate::tokenize::TokenizeError;
+use crate::upstream::UpstreamError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("{0}")]
+    InvalidField(#[from] InvalidField),
+    #[error("{message}")]
+    InvalidBody { message: String, param: Option<String> },
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    #[error("request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("The model '{0}' does not exist")]
+    ModelNotFound(String),
+    #[error("This model's maximum context length is {context_length} tokens. However, you requested {requested} tokens ({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the length of the prompt or the completion.")]
+    ContextLength { context_length: usize, requested: usize, prompt_tokens: usize, max_tokens: usize },
+    #[error(transparent)]
+    Tokenize(#[from] TokenizeError),
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("Incorrect API key provided")]
+    Unauthorized,
+    #[error("not found")]
+    NotFound,
+}
+
+impl GatewayError {
+    pub fn invalid_body(message: impl Into<String>, param: Option<String>) -> GatewayError {
+        GatewayError::InvalidBody { message: message.into(), param }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            GatewayError::InvalidField(_) | GatewayError::InvalidBody { .. } | GatewayError::ContextLength { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            GatewayError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::ModelNotFound(_) | GatewayError::NotFound => StatusCode::NOT_FOUND,
+            GatewayError::Tokenize(e) if e.is_client_error() => StatusCode::BAD_REQUEST,
+            GatewayError::Tokenize(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            GatewayError::Route(_) => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::Upstream(e) => e.status(),
+            GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
+        }
+    }
+
+    /// OpenAI's `type` and `code` for this error.
+    fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
+        match self {
+            GatewayError::ModelNotFound(_) => ("invalid_request_error", Some("model_not_found")),
+            GatewayError::ContextLength { .. } => ("invalid_request_error", Some("context_length_exceeded")),
+            GatewayError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
+            GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", Some("payload_too_large")),
+            GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
+            GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),
+            GatewayError::Upstream(e) => e.kind_and_code(),
+            e if e.status().is_server_error() => ("internal_error", None),
+            _ => ("invalid_request_error", None),
+        }
+    }
+
+    fn param(&self) -> Option<String> {
+        match self {
+            GatewayError::InvalidField(f) => Some(f.param.to_owned()),
+            GatewayError::InvalidBody { param, .. } => param.clone(),
+            GatewayError::ModelNotFound(_) => Some("model".to_owned()),
+            GatewayError::ContextLength { .. } => Some("messages".to_owned()),
+            _ => None,
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        let (kind, code) = self.kind_and_code();
+        ErrorBody {
+            error: ErrorDetail { message: self.to_string(), kind: kind.to_owned(), param: self.param(), code: code.map(str::to_owned) },
+        }
+    }
+}
+
+impl IntoResponse for GatewayError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, status = status.as_u16(), "request failed");
+        }
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut resp = (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+        if let GatewayError::Upstream(UpstreamError::Status { retry_after: Some(secs), .. }) = &self {
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        resp
+    }
+}

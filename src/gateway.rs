@@ -1,0 +1,91 @@
+//! Starting the gateway: tokenizer, workers, policy, metrics, listeners.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::ServeConfig;
+use crate::metrics::Metrics;
+use crate::server::{self, AppState};
+use crate::tokenize::Tokenizer;
+use crate::upstream::Client;
+use crate::workers::{health, Registry};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenize::TokenizeError),
+    #[error("cannot read chat template {path}: {source}")]
+    ChatTemplate { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Workers(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+}
+
+pub struct Gateway {
+    pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub state: Arc<AppState>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
+    let (mut tokenizer, default_name) = match &config.model_path {
+        Some(dir) => {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
+            (Tokenizer::from_dir(dir)?, name)
+        }
+        None => (crate::bundled::tokenizer()?, crate::bundled::MODEL_NAME.to_owned()),
+    };
+    if let Some(path) = &config.chat_template {
+        let source = std::fs::read_to_string(path).map_err(|source| StartError::ChatTemplate { path: path.display().to_string(), source })?;
+        tokenizer = tokenizer.with_chat_template(source)?;
+    }
+    let model: Arc<str> = config.served_model_name.clone().unwrap_or(default_name).into();
+    let context_length = config.context_length.or(tokenizer.model_max_length()).unwrap_or(32768);
+    let registry = Arc::new(Registry::new(&config.worker_urls).map_err(StartError::Workers)?);
+    let metrics = Arc::new(Metrics::new(prometheus::Registry::new(), &model)?);
+    Ok(AppState {
+        policy: crate::routing::build(config.policy),
+        model,
+        context_length,
+        tokenizer: Arc::new(tokenizer),
+        registry,
+        client: Client::new(),
+        metrics,
+        config,
+    })
+}
+
+/// Binds the listeners and serves in the background; health checks start at once.
+pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
+    let state = Arc::new(build_state(config)?);
+    let c = &state.config;
+    health::spawn(Arc::clone(&state.registry), state.client.clone(), Duration::from_secs(c.health_check_interval_secs.max(1)));
+    let addr = format!("{}:{}", c.host, c.port);
+    let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
+    let local = tcp.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+    let metrics_addr = match c.prometheus_port {
+        Some(port) => {
+            let addr = format!("{}:{}", c.prometheus_host, port);
+            let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
+            let local = tcp.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+            let app = axum::Router::new().route("/metrics", axum::routing::get(server::info::metrics)).with_state(Arc::clone(&state));
+            tokio::spawn(async move {
+                let _ = axum::serve(crate::net::Listener::new(tcp), app).await;
+            });
+            Some(local)
+        }
+        None => None,
+    };
+    let app = server::router(Arc::clone(&state));
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(crate::net::Listener::new(tcp), app).await {
+            tracing::error!(error = %e, "gateway server stopped");
+        }
+    });
+    Ok(Gateway { addr: local, metrics_addr, state, task })
+}

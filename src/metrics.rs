@@ -1,0 +1,185 @@
+//! The gateway's Prometheus metrics, registered on a registry handed in (not a global), with
+//! label values bounded: endpoint names, status codes, worker URLs from the registry.
+
+pub mod timer;
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+pub use timer::RequestTimer;
+
+/// The routes we measure; an index into per-endpoint metric handles resolved at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completions,
+    Generate,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 3] = [Endpoint::Chat, Endpoint::Completions, Endpoint::Generate];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+            Endpoint::Generate => "generate",
+        }
+    }
+}
+
+/// Gateway stages measured per request.
+#[derive(Debug, Clone, Copy)]
+pub enum Stage {
+    Parse,
+    Tokenize,
+    Route,
+    UpstreamHeaders,
+    UpstreamFirstToken,
+}
+
+impl Stage {
+    const ALL: [Stage; 5] = [Stage::Parse, Stage::Tokenize, Stage::Route, Stage::UpstreamHeaders, Stage::UpstreamFirstToken];
+
+    fn label(self) -> &'static str {
+        match self {
+            Stage::Parse => "parse",
+            Stage::Tokenize => "template_tokenize",
+            Stage::Route => "route",
+            Stage::UpstreamHeaders => "upstream_connect",
+            Stage::UpstreamFirstToken => "upstream_first_token",
+        }
+    }
+}
+
+/// Latency histograms of one endpoint, resolved once so the hot path does no label lookups.
+#[derive(Clone)]
+pub struct LatencyHandles {
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub tpot: Histogram,
+    pub e2e: Histogram,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    latency: Vec<LatencyHandles>,
+    stages: Vec<Histogram>,
+    requests: IntCounterVec,
+    pub prompt_tokens: IntCounter,
+    pub completion_tokens: IntCounter,
+    pub cached_tokens: IntCounter,
+    pub client_aborts: IntCounter,
+    upstream_errors: IntCounterVec,
+    pub worker_in_flight: IntGaugeVec,
+    pub worker_healthy: IntGaugeVec,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0,
+    2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+const STAGE_BUCKETS: &[f64] =
+    &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+impl Metrics {
+    pub fn new(registry: Registry, model: &str) -> prometheus::Result<Metrics> {
+        let hist = |name: &str, help: &str, buckets: &[f64], labels: &[&str]| -> prometheus::Result<HistogramVec> {
+            let h = HistogramVec::new(HistogramOpts::new(name, help).const_label("model", model).buckets(buckets.to_vec()), labels)?;
+            registry.register(Box::new(h.clone()))?;
+            Ok(h)
+        };
+        let counter = |name: &str, help: &str| -> prometheus::Result<IntCounter> {
+            let c = IntCounter::with_opts(Opts::new(name, help).const_label("model", model))?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let ttft = hist("switchboard_time_to_first_token_seconds", "Request start to first generated token sent", LATENCY_BUCKETS, &["endpoint"])?;
+        let itl = hist("switchboard_inter_token_latency_seconds", "Gap between consecutive tokens, one sample per token", LATENCY_BUCKETS, &["endpoint"])?;
+        let tpot = hist("switchboard_time_per_output_token_seconds", "(E2E - TTFT) / (tokens - 1), one sample per request", LATENCY_BUCKETS, &["endpoint"])?;
+        let e2e = hist("switchboard_e2e_request_latency_seconds", "Request start to the end of the response stream", LATENCY_BUCKETS, &["endpoint"])?;
+        let latency = Endpoint::ALL
+            .iter()
+            .map(|e| {
+                let l = [e.label()];
+                LatencyHandles {
+                    ttft: ttft.with_label_values(&l),
+                    itl: itl.with_label_values(&l),
+                    tpot: tpot.with_label_values(&l),
+                    e2e: e2e.with_label_values(&l),
+                }
+            })
+            .collect();
+        let stage = hist("switchboard_stage_duration_seconds", "Time spent in each gateway stage", STAGE_BUCKETS, &["stage"])?;
+        let stages = Stage::ALL.iter().map(|s| stage.with_label_values(&[s.label()])).collect();
+        let requests = IntCounterVec::new(
+            Opts::new("switchboard_requests_total", "Requests by endpoint and HTTP status").const_label("model", model),
+            &["endpoint", "status"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        let upstream_errors = IntCounterVec::new(Opts::new("switchboard_upstream_errors_total", "Worker failures by kind"), &["kind"])?;
+        registry.register(Box::new(upstream_errors.clone()))?;
+        let worker_in_flight = IntGaugeVec::new(Opts::new("switchboard_worker_in_flight_requests", "Requests in flight per worker"), &["worker"])?;
+        registry.register(Box::new(worker_in_flight.clone()))?;
+        let worker_healthy = IntGaugeVec::new(Opts::new("switchboard_worker_healthy", "1 when the worker is taking traffic"), &["worker"])?;
+        registry.register(Box::new(worker_healthy.clone()))?;
+        Ok(Metrics {
+            latency,
+            stages,
+            requests,
+            prompt_tokens: counter("switchboard_prompt_tokens_total", "Prompt tokens sent to workers")?,
+            completion_tokens: counter("switchboard_completion_tokens_total", "Tokens generated for clients")?,
+            cached_tokens: counter("switchboard_cached_tokens_total", "Prompt tokens the workers served from their prefix cache")?,
+            client_aborts: counter("switchboard_client_aborts_total", "Requests whose client went away before the end")?,
+            upstream_errors,
+            worker_in_flight,
+            worker_healthy,
+            registry,
+        })
+    }
+
+    pub fn latency(&self, endpoint: Endpoint) -> &LatencyHandles {
+        &self.latency[endpoint as usize]
+    }
+
+    pub fn stage(&self, stage: Stage, seconds: f64) {
+        self.stages[stage as usize].observe(seconds);
+    }
+
+    pub fn request_done(&self, endpoint: Endpoint, status: u16) {
+        self.requests.with_label_values(&[endpoint.label(), status_label(status)]).inc();
+    }
+
+    pub fn upstream_error(&self, label: &'static str) {
+        self.upstream_errors.with_label_values(&[label]).inc();
+    }
+
+    pub fn render(&self) -> String {
+        use prometheus::Encoder;
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Status codes as static labels: no allocation per request, and a bounded label set.
+fn status_label(status: u16) -> &'static str {
+    match status {
+        200 => "200",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        408 => "408",
+        413 => "413",
+        415 => "415",
+        429 => "429",
+        499 => "499",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        s if s < 300 => "2xx",
+        s if s < 500 => "4xx",
+        _ => "5xx",
+    }
+}

@@ -1,0 +1,144 @@
+//! From a parsed OpenAI request to what a worker needs: validated fields, the chat template
+//! applied and the prompt tokenized once, sampling parameters within the context length.
+
+use serde_json::Value;
+
+use crate::error::GatewayError;
+use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, Prompt, Sampling, HARMLESS_FIELDS};
+use crate::protocol::sampling::{invalid, requested_max_tokens};
+use crate::protocol::sglang::SamplingParams;
+use crate::server::AppState;
+use crate::tokenize::ChatTemplateInput;
+
+pub struct Prepared {
+    pub prompt_ids: Vec<u32>,
+    pub params: SamplingParams,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// The request uses something only the worker's own OpenAI route implements (tools,
+    /// response_format, logprobs, n > 1, …): forward the client's body as it is.
+    pub forward: bool,
+}
+
+const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
+const MAX_MESSAGES: usize = 10_000;
+
+pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, GatewayError> {
+    check_model(app, &req.model)?;
+    if req.messages.is_empty() {
+        return Err(invalid("messages", "messages must be a non-empty list").into());
+    }
+    if req.messages.len() > MAX_MESSAGES {
+        return Err(invalid("messages", format!("at most {MAX_MESSAGES} messages are allowed")).into());
+    }
+    for (i, m) in req.messages.iter().enumerate() {
+        check_message(i, m)?;
+    }
+    let input = ChatTemplateInput {
+        messages: &req.messages,
+        tools: req.tools.as_ref(),
+        add_generation_prompt: true,
+        extra: req.chat_template_kwargs.as_ref(),
+    };
+    let prompt_ids = app.tokenizer.render_and_encode(&input)?;
+    let max = req.max_completion_tokens.or(req.sampling.max_tokens);
+    let param = if req.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
+    let forward = req.tools.is_some() || needs_worker_route(&req.sampling, &req.other);
+    finish(app, prompt_ids, &req.sampling, max, param, req.stream, req.stream_options.is_some_and(|o| o.include_usage), forward)
+}
+
+pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
+    check_model(app, &req.model)?;
+    let mut forward = needs_worker_route(&req.sampling, &req.other);
+    let prompt_ids = match &req.prompt {
+        Prompt::Text(t) => app.tokenizer.encode(t, true)?,
+        Prompt::Ids(ids) => check_ids(app, ids.clone())?,
+        Prompt::Texts(ts) if ts.len() == 1 => app.tokenizer.encode(&ts[0], true)?,
+        Prompt::IdBatches(b) if b.len() == 1 => check_ids(app, b[0].clone())?,
+        Prompt::Texts(ts) if !ts.is_empty() => {
+            forward = true; // a batch: the worker's own route answers one choice per prompt
+            app.tokenizer.encode(&ts[0], true)?
+        }
+        Prompt::IdBatches(b) if !b.is_empty() => {
+            forward = true;
+            check_ids(app, b[0].clone())?
+        }
+        _ => return Err(invalid("prompt", "prompt must not be empty").into()),
+    };
+    // OpenAI's completions default is 16 tokens.
+    let max = req.sampling.max_tokens.or(Some(16));
+    finish(app, prompt_ids, &req.sampling, max, "max_tokens", req.stream, req.stream_options.is_some_and(|o| o.include_usage), forward)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    app: &AppState,
+    prompt_ids: Vec<u32>,
+    sampling: &Sampling,
+    max: Option<i64>,
+    param: &'static str,
+    stream: bool,
+    include_usage: bool,
+    forward: bool,
+) -> Result<Prepared, GatewayError> {
+    let ctx = app.context_length;
+    if prompt_ids.is_empty() {
+        return Err(invalid("prompt", "the prompt is empty").into());
+    }
+    let max_tokens = requested_max_tokens(param, max, ctx)?;
+    let room = ctx.saturating_sub(prompt_ids.len());
+    let max_new = match max_tokens {
+        Some(m) if m as usize > room => {
+            return Err(GatewayError::ContextLength {
+                context_length: ctx,
+                requested: prompt_ids.len() + m as usize,
+                prompt_tokens: prompt_ids.len(),
+                max_tokens: m as usize,
+            })
+        }
+        Some(m) => m,
+        // Like SGLang's OpenAI routes: no limit means up to the context.
+        None if room > 0 => room as u32,
+        None => {
+            return Err(GatewayError::ContextLength { context_length: ctx, requested: prompt_ids.len() + 1, prompt_tokens: prompt_ids.len(), max_tokens: 1 })
+        }
+    };
+    let params = sampling.to_sglang(max_new)?;
+    Ok(Prepared { prompt_ids, params, stream, include_usage, forward })
+}
+
+fn check_model(app: &AppState, model: &str) -> Result<(), GatewayError> {
+    if model == &*app.model {
+        Ok(())
+    } else {
+        Err(GatewayError::ModelNotFound(model.to_owned()))
+    }
+}
+
+fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {
+    let bad = |msg: String| GatewayError::invalid_body(msg, Some(format!("messages[{i}]")));
+    let Some(obj) = m.as_object() else { return Err(bad(format!("messages[{i}] must be an object"))) };
+    match obj.get("role").and_then(Value::as_str) {
+        Some(r) if ROLES.contains(&r) => {}
+        Some(r) => return Err(bad(format!("messages[{i}].role `{r}` is not one of {}", ROLES.join(", ")))),
+        None => return Err(bad(format!("messages[{i}].role is required and must be a string"))),
+    }
+    match obj.get("content") {
+        None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Array(_)) => Ok(()),
+        Some(_) => Err(bad(format!("messages[{i}].content must be a string, a list of content parts, or null"))),
+    }
+}
+
+fn check_ids(app: &AppState, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
+    let vocab = app.tokenizer.vocab_size() as u32;
+    match ids.iter().find(|&&t| t >= vocab) {
+        Some(t) => Err(invalid("prompt", format!("token id {t} is outside the vocabulary (size {vocab})")).into()),
+        None => Ok(ids),
+    }
+}
+
+/// Fields we do not implement ourselves make the worker's own route answer, so nothing the
+/// client asked for is silently dropped.
+fn needs_worker_route(sampling: &Sampling, other: &serde_json::Map<String, Value>) -> bool {
+    !sampling.wants_single_choice() || other.keys().any(|k| !HARMLESS_FIELDS.contains(&k.as_str()))
+}

@@ -1,0 +1,178 @@
+//! SGLang's native `/generate` API: the request we send and the chunks we read back
+//! (both the 0.5.9 and 0.5.23 shapes; see docs on `meta_info` and `finish_reason`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `sampling_params`: only fields we set are sent, because SGLang 0.5.23 rejects unknown ones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_new_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default, deserialize_with = "string_or_list")]
+    pub stop: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stop_token_ids: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_special_tokens: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spaces_between_special_tokens: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_stop_trim: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling_seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_interval: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ebnf: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logit_bias: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_params: Option<Value>,
+}
+
+fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(d)? {
+        None => Vec::new(),
+        Some(OneOrMany::One(s)) => vec![s],
+        Some(OneOrMany::Many(v)) => v,
+    })
+}
+
+/// The body we POST to a worker's `/generate`.
+#[derive(Debug, Serialize)]
+pub struct GenerateRequest<'a> {
+    pub input_ids: &'a [u32],
+    pub sampling_params: &'a SamplingParams,
+    pub stream: bool,
+    pub rid: &'a str,
+}
+
+/// One `/generate` response object (a whole answer, or one SSE chunk). `text` and `output_ids`
+/// are cumulative by default and deltas with `--incremental-streaming-output`.
+#[derive(Debug, Deserialize)]
+pub struct GenerateChunk<'a> {
+    #[serde(borrow, default)]
+    pub text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    pub output_ids: Option<Vec<u32>>,
+    pub meta_info: MetaInfo,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct MetaInfo {
+    #[serde(default)]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(default)]
+    pub prompt_tokens: u32,
+    #[serde(default)]
+    pub completion_tokens: u32,
+    #[serde(default)]
+    pub cached_tokens: u32,
+}
+
+/// SGLang's finish reason: always an object, `null` while running.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum FinishReason {
+    Stop {
+        #[serde(default)]
+        matched: Option<Value>,
+    },
+    Length {
+        #[serde(default)]
+        length: Option<u32>,
+    },
+    Abort {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        status_code: Option<u16>,
+        #[serde(default)]
+        err_type: Option<String>,
+    },
+}
+
+impl FinishReason {
+    /// The OpenAI `finish_reason` string.
+    pub fn openai(&self) -> &'static str {
+        match self {
+            FinishReason::Stop { .. } => "stop",
+            FinishReason::Length { .. } => "length",
+            FinishReason::Abort { .. } => "abort",
+        }
+    }
+}
+
+/// `{"error": "..."}` or `{"error": {"message": ...}}` or `{"object":"error","message":...}`:
+/// SGLang uses all three; this pulls the message out of any of them.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    match v.get("error") {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Object(o)) => o.get("message").and_then(Value::as_str).map(str::to_owned),
+        _ => v.get("message").and_then(Value::as_str).map(str::to_owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cumulative_chunk_and_finish_reasons() {
+        let raw = br#"{"text":" Paris.","output_ids":[12095,13],"meta_info":{"id":"x","finish_reason":{"type":"stop","matched":128009},"prompt_tokens":7,"completion_tokens":2,"cached_tokens":3,"e2e_latency":0.04}}"#;
+        let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
+        assert_eq!(c.text.as_deref(), Some(" Paris."));
+        assert_eq!(c.meta_info.completion_tokens, 2);
+        assert_eq!(c.meta_info.finish_reason.unwrap().openai(), "stop");
+        let raw = br#"{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full.","status_code":503}}}"#;
+        let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
+        assert!(matches!(c.meta_info.finish_reason, Some(FinishReason::Abort { status_code: Some(503), .. })));
+    }
+
+    #[test]
+    fn sampling_params_skip_unset_fields() {
+        let p = SamplingParams { max_new_tokens: Some(4), ..Default::default() };
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"max_new_tokens":4}"#);
+    }
+
+    #[test]
+    fn error_message_reads_all_shapes() {
+        assert_eq!(error_message(br#"{"error":"bad"}"#).as_deref(), Some("bad"));
+        assert_eq!(error_message(br#"{"error":{"message":"bad"}}"#).as_deref(), Some("bad"));
+        assert_eq!(error_message(br#"{"object":"error","message":"bad"}"#).as_deref(), Some("bad"));
+        assert_eq!(error_message(b"not json"), None);
+    }
+}

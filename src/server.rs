@@ -1,0 +1,44 @@
+//! The HTTP surface: routes and the tower layers around them, outermost first.
+
+pub mod auth;
+pub mod body;
+pub mod handlers;
+pub mod info;
+pub mod request_id;
+pub mod state;
+pub mod timeout;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use state::AppState;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let inference = Router::new()
+        .route("/v1/chat/completions", post(handlers::chat::chat))
+        .route("/v1/completions", post(handlers::completions::completions))
+        .route("/generate", post(handlers::generate::generate))
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), auth::require_api_key));
+    let mut app: Router<Arc<AppState>> = Router::new()
+        .merge(inference)
+        .route("/v1/models", get(info::models))
+        .route("/health", get(info::health))
+        .route("/readiness", get(info::readiness))
+        .route("/metrics", get(info::metrics))
+        .route("/server_info", get(info::server_info))
+        .route("/get_server_info", get(info::server_info))
+        .route("/model_info", get(info::model_info))
+        .route("/get_model_info", get(info::model_info))
+        .fallback(info::not_found)
+        // Our own extractor turns an oversized body into an OpenAI 413.
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
+    if state.config.request_timeout_secs > 0 {
+        let limit = Duration::from_secs(state.config.request_timeout_secs);
+        app = app.layer(axum::middleware::from_fn(move |req, next| timeout::until_response(limit, req, next)));
+    }
+    app.with_state(state)
+}

@@ -1,0 +1,46 @@
+//! Reading and parsing a JSON request body, with OpenAI-style errors for every way it can be
+//! wrong: too large, not JSON content, malformed, wrong types.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use crate::error::GatewayError;
+
+/// The raw body of a JSON request.
+pub struct JsonBytes(pub Bytes);
+
+impl FromRequest<Arc<AppState>> for JsonBytes {
+    type Rejection = GatewayError;
+
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
+        let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let mime = ct.split(';').next().unwrap_or("").trim();
+        if !mime.eq_ignore_ascii_case("application/json") {
+            return Err(GatewayError::UnsupportedMediaType);
+        }
+        match Bytes::from_request(req, state).await {
+            Ok(b) => Ok(JsonBytes(b)),
+            Err(rejection) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(GatewayError::PayloadTooLarge { limit: state.config.max_body_bytes })
+            }
+            Err(rejection) => Err(GatewayError::invalid_body(format!("could not read the request body: {rejection}"), None)),
+        }
+    }
+}
+
+/// Parses JSON, naming the offending field in `param` when there is one.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let param = (path != "." && !path.is_empty()).then_some(path);
+        let what = if inner.is_syntax() || inner.is_eof() { "invalid JSON in request body" } else { "invalid request" };
+        GatewayError::invalid_body(format!("{what}: {inner}"), param)
+    })
+}

@@ -1,0 +1,59 @@
+//! `POST /generate`: SGLang's native API passed through to a worker chosen on the request's
+//! `input_ids` (or its tokenized `text`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use super::dispatch;
+use crate::error::GatewayError;
+use crate::metrics::{Endpoint, RequestTimer, Stage};
+use crate::relay::passthrough::{self, Forward};
+use crate::server::body::{parse, JsonBytes};
+use crate::server::{request_id, AppState};
+use crate::upstream::abort::AbortOnDrop;
+use crate::workers::LoadGuard;
+
+pub async fn generate(State(app): State<Arc<AppState>>, headers: HeaderMap, JsonBytes(body): JsonBytes) -> Response {
+    let start = Instant::now();
+    dispatch::respond(&app, Endpoint::Generate, async {
+        let mut req: Map<String, Value> = parse(&body)?;
+        app.metrics.stage(Stage::Parse, start.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let prompt_ids = match (req.get("input_ids"), req.get("text")) {
+            (Some(Value::Array(ids)), _) => ids.iter().filter_map(Value::as_u64).map(|t| t as u32).collect(),
+            (_, Some(Value::String(text))) => app.tokenizer.encode(text, true)?,
+            (None, None) => return Err(GatewayError::invalid_body("one of text or input_ids is required", None)),
+            // Batches and other shapes: the worker validates them; route without a prefix.
+            _ => Vec::new(),
+        };
+        app.metrics.stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        let rid = match req.get("rid").and_then(Value::as_str) {
+            Some(r) => r.to_owned(),
+            None => {
+                let r = request_id::from_headers(&headers);
+                req.insert("rid".into(), Value::from(r.clone()));
+                r
+            }
+        };
+        let worker = dispatch::pick(&app, &prompt_ids)?;
+        let body = serde_json::to_vec(&req).map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
+        let resp = passthrough::forward(Forward {
+            client: app.client.clone(),
+            guard: LoadGuard::book(Arc::clone(&worker), prompt_ids.len() as u64),
+            abort: Some(AbortOnDrop::new(app.client.clone(), worker, rid.clone())),
+            path: "/generate",
+            body: body.into(),
+            endpoint: Endpoint::Generate,
+            metrics: Arc::clone(&app.metrics),
+            timer: RequestTimer::start_at(start),
+        })
+        .await?;
+        Ok(dispatch::with_request_id(resp, &rid))
+    })
+    .await
+}

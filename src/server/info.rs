@@ -1,0 +1,70 @@
+//! Non-inference routes: models, liveness, readiness, metrics, server and model info.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::AppState;
+use crate::error::GatewayError;
+use crate::protocol::openai::{ModelCard, ModelList};
+
+fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(body).unwrap_or_default()).into_response()
+}
+
+pub async fn models(State(app): State<Arc<AppState>>) -> Response {
+    let list = ModelList {
+        object: "list",
+        data: [ModelCard { id: &app.model, object: "model", created: 0, owned_by: "switchboard", root: &app.model, max_model_len: app.context_length }],
+    };
+    json_response(StatusCode::OK, &list)
+}
+
+/// Liveness: the process answers.
+pub async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+/// Readiness: at least one worker passed its health check.
+pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
+    let workers = app.registry.snapshot();
+    let healthy = workers.iter().filter(|w| w.is_healthy()).count();
+    let status = if healthy > 0 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    json_response(status, &json!({ "status": if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }))
+}
+
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
+    for w in app.registry.snapshot().iter() {
+        app.metrics.worker_in_flight.with_label_values(&[&w.url]).set(w.in_flight() as i64);
+        app.metrics.worker_healthy.with_label_values(&[&w.url]).set(i64::from(w.is_healthy()));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render()).into_response()
+}
+
+pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
+    let c = &app.config;
+    let workers: Vec<_> = app.registry.snapshot().iter().map(|w| json!({"url": w.url, "healthy": w.is_healthy(), "in_flight": w.in_flight()})).collect();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "model_path": &*app.model, "served_model_name": &*app.model, "context_length": app.context_length,
+            "policy": format!("{:?}", c.policy), "backend": format!("{:?}", c.backend), "workers": workers,
+            "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard", "internal_states": [{}],
+        }),
+    )
+}
+
+pub async fn model_info(State(app): State<Arc<AppState>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"model_path": &*app.model, "served_model_name": &*app.model, "tokenizer_path": &*app.model, "is_generation": true, "max_context_length": app.context_length}),
+    )
+}
+
+pub async fn not_found() -> Response {
+    GatewayError::NotFound.into_response()
+}

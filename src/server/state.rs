@@ -1,0 +1,21 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use crate::config::ServeConfig;
+use crate::metrics::Metrics;
+use crate::routing::Policy;
+use crate::tokenize::Tokenizer;
+use crate::upstream::Client;
+use crate::workers::Registry;
+
+pub struct AppState {
+    pub config: ServeConfig,
+    pub model: Arc<str>,
+    pub context_length: usize,
+    pub tokenizer: Arc<Tokenizer>,
+    pub registry: Arc<Registry>,
+    pub policy: Box<dyn Policy>,
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+}

@@ -1,0 +1,200 @@
+//! A simulated SGLang worker: SGLang's HTTP API in front of a pure engine model (continuous
+//! batching, chunked prefill, a radix prefix cache, a step-time model), generating real
+//! vocabulary words. Used by every test, demo and benchmark; also runnable on its own.
+
+pub mod driver;
+pub mod engine;
+pub mod faults;
+pub mod generate;
+pub mod metrics;
+pub mod openai;
+pub mod plan;
+pub mod radix;
+pub mod run;
+pub mod server;
+pub mod vocab;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use engine::{Engine, EngineConfig, TimingModel};
+
+use crate::tokenize::Tokenizer;
+
+/// `switchboard sim` flags. Engine knobs left out keep the engine model's defaults (a ~1B
+/// model on one H100; see `sim::engine::timing`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimOptions {
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one; the chosen address is printed).
+    #[arg(long, default_value_t = 30001)]
+    pub port: u16,
+    /// Served model name (`/v1/models`).
+    #[arg(long, default_value = crate::bundled::MODEL_NAME)]
+    pub model_name: String,
+    /// Tokenizer directory (tokenizer.json + tokenizer_config.json); default: the bundled SmolLM2 one.
+    #[arg(long)]
+    pub tokenizer_path: Option<PathBuf>,
+    /// Context length in tokens; default: the tokenizer's model_max_length, else 32768.
+    #[arg(long)]
+    pub context_length: Option<usize>,
+    /// Stream `text`/`output_ids` as deltas instead of SGLang's default cumulative form.
+    #[arg(long)]
+    pub incremental_streaming_output: bool,
+    /// Report `prompt_tokens_details.cached_tokens` in OpenAI usage (SGLang's `--enable-cache-report`).
+    #[arg(long)]
+    pub enable_cache_report: bool,
+    /// Chance per token that generation ends with EOS (unless `ignore_eos`); 0 = always run to max tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub eos_probability: f64,
+    /// Multiplies every modelled duration: 0.1 runs the same model 10× faster.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// All step costs zero: as fast as the process can go (throughput tests).
+    #[arg(long)]
+    pub zero_latency: bool,
+    #[arg(long)]
+    pub max_running_requests: Option<usize>,
+    /// Waiting requests beyond this are rejected with 503 (default: unlimited, as SGLang).
+    #[arg(long)]
+    pub max_queued_requests: Option<usize>,
+    /// KV pool size in tokens (running requests and the prefix cache share it).
+    #[arg(long)]
+    pub kv_capacity_tokens: Option<usize>,
+    #[arg(long)]
+    pub chunked_prefill_size: Option<usize>,
+    #[arg(long)]
+    pub max_prefill_tokens: Option<usize>,
+    #[arg(long)]
+    pub page_size: Option<usize>,
+    /// Fixed cost of a prefill step, µs.
+    #[arg(long)]
+    pub prefill_base_us: Option<f64>,
+    /// Cost per new prompt token in a prefill step, µs.
+    #[arg(long)]
+    pub prefill_per_token_us: Option<f64>,
+    /// Attention cost per (new token × context token) pair, ns.
+    #[arg(long)]
+    pub prefill_attn_ns: Option<f64>,
+    /// Fixed cost of a decode step, µs.
+    #[arg(long)]
+    pub decode_base_us: Option<f64>,
+    /// Batch size up to which a decode step costs the same.
+    #[arg(long)]
+    pub decode_batch_knee: Option<usize>,
+    /// Extra decode cost per sequence beyond the knee, µs.
+    #[arg(long)]
+    pub decode_per_seq_us: Option<f64>,
+    /// Decode cost per 1,000 context tokens in the batch, µs.
+    #[arg(long)]
+    pub decode_per_1k_ctx_us: Option<f64>,
+    #[command(flatten)]
+    pub faults: faults::FaultConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenize::TokenizeError),
+    #[error(transparent)]
+    Vocab(#[from] vocab::VocabError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+}
+
+impl SimOptions {
+    fn engine_config(&self, context_length: usize) -> EngineConfig {
+        let d = EngineConfig::default();
+        let t = if self.zero_latency { TimingModel::zero() } else { d.timing.clone() };
+        EngineConfig {
+            max_running_requests: self.max_running_requests.unwrap_or(d.max_running_requests),
+            max_queued_requests: self.max_queued_requests.or(d.max_queued_requests),
+            kv_capacity_tokens: self.kv_capacity_tokens.unwrap_or(d.kv_capacity_tokens),
+            chunked_prefill_size: self.chunked_prefill_size.unwrap_or(d.chunked_prefill_size),
+            max_prefill_tokens: self.max_prefill_tokens.unwrap_or(d.max_prefill_tokens),
+            page_size: self.page_size.unwrap_or(d.page_size),
+            context_length,
+            timing: TimingModel {
+                prefill_base_us: self.prefill_base_us.unwrap_or(t.prefill_base_us),
+                prefill_per_token_us: self.prefill_per_token_us.unwrap_or(t.prefill_per_token_us),
+                prefill_attn_ns: self.prefill_attn_ns.unwrap_or(t.prefill_attn_ns),
+                decode_base_us: self.decode_base_us.unwrap_or(t.decode_base_us),
+                decode_batch_knee: self.decode_batch_knee.unwrap_or(t.decode_batch_knee),
+                decode_per_seq_us: self.decode_per_seq_us.unwrap_or(t.decode_per_seq_us),
+                decode_per_1k_ctx_us: self.decode_per_1k_ctx_us.unwrap_or(t.decode_per_1k_ctx_us),
+            },
+        }
+    }
+}
+
+/// A running simulator.
+pub struct SimHandle {
+    pub addr: SocketAddr,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Binds, starts the engine and serves in the background.
+pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
+    let (tokenizer, tokenizer_path) = match &opts.tokenizer_path {
+        Some(dir) => (Tokenizer::from_dir(dir)?, dir.display().to_string()),
+        None => (crate::bundled::tokenizer()?, crate::bundled::MODEL_NAME.to_owned()),
+    };
+    let tokenizer = Arc::new(tokenizer);
+    let context_length = opts.context_length.or(tokenizer.model_max_length()).unwrap_or(32768);
+    let vocab = vocab::OutputVocab::from_tokenizer(&tokenizer)?;
+    let config = opts.engine_config(context_length);
+    let server_args = serde_json::json!({
+        "model_path": opts.model_name, "served_model_name": opts.model_name, "tokenizer_path": tokenizer_path,
+        "tp_size": 1, "dp_size": 1, "page_size": config.page_size, "chunked_prefill_size": config.chunked_prefill_size,
+        "max_prefill_tokens": config.max_prefill_tokens, "max_running_requests": config.max_running_requests,
+        "max_queued_requests": config.max_queued_requests, "context_length": context_length, "schedule_policy": "fcfs",
+        "enable_cache_report": opts.enable_cache_report, "incremental_streaming_output": opts.incremental_streaming_output,
+        "time_scale": opts.time_scale, "timing": config.timing,
+    });
+    let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
+    let state = Arc::new(server::SimState {
+        model_name: opts.model_name.clone(),
+        tokenizer_path,
+        tokenizer,
+        vocab,
+        driver,
+        faults: faults::Faults::new(opts.faults.clone()),
+        metrics: metrics::SimMetrics::new(&opts.model_name)?,
+        context_length,
+        incremental_output: opts.incremental_streaming_output,
+        cache_report: opts.enable_cache_report,
+        eos_probability: opts.eos_probability,
+        server_args,
+        started_unix: server::unix_now(),
+    });
+    let addr = format!("{}:{}", opts.host, opts.port);
+    let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| SimError::Bind { addr: addr.clone(), source })?;
+    let local = tcp.local_addr().map_err(|source| SimError::Bind { addr, source })?;
+    let faults_state = Arc::clone(&state);
+    let listener = crate::net::Listener::new(tcp).with_refuse_switch(Arc::new(move || faults_state.faults.refuse_connections()));
+    let app = server::router(state);
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "simulator server stopped");
+        }
+    });
+    Ok(SimHandle { addr: local, task })
+}
+
+impl SimOptions {
+    /// Options from flag strings, with every default filled in (for in-process simulators).
+    pub fn from_args_list(args: &[&str]) -> Result<SimOptions, clap::Error> {
+        use clap::{FromArgMatches, Parser};
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            sim: SimOptions,
+        }
+        let matches = <Wrapper as clap::CommandFactory>::command().try_get_matches_from(std::iter::once("sim").chain(args.iter().copied()))?;
+        Ok(Wrapper::from_arg_matches(&matches)?.sim)
+    }
+}

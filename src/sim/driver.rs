@@ -1,0 +1,158 @@
+//! Runs the pure engine model in real time: one task steps the engine, sleeps for the step's
+//! modelled duration (scaled), then hands each request its new tokens.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use super::engine::{Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
+
+/// What a waiting handler hears about its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Started { cached_tokens: usize },
+    Tokens { produced: usize, finished: bool },
+    Aborted,
+}
+
+struct Subscriber {
+    rid: String,
+    tx: mpsc::UnboundedSender<Progress>,
+}
+
+struct Core {
+    engine: Engine,
+    subscribers: HashMap<RequestId, Subscriber>,
+    next_id: u64,
+    steps: u64,
+}
+
+pub struct Driver {
+    core: Mutex<Core>,
+    wake: Notify,
+    time_scale: f64,
+}
+
+/// A submitted request. Dropping it before the request finished aborts it in the engine, which
+/// frees its slot, as a client disconnect does in SGLang.
+pub struct Ticket {
+    driver: Arc<Driver>,
+    id: RequestId,
+    pub events: mpsc::UnboundedReceiver<Progress>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut core = self.driver.lock();
+        if core.subscribers.remove(&self.id).is_some() {
+            core.engine.abort(self.id);
+        }
+    }
+}
+
+impl Driver {
+    /// Starts the stepping task on the current runtime.
+    pub fn start(engine: Engine, time_scale: f64) -> Arc<Driver> {
+        let core = Core { engine, subscribers: HashMap::new(), next_id: 0, steps: 0 };
+        let driver = Arc::new(Driver { core: Mutex::new(core), wake: Notify::new(), time_scale });
+        tokio::spawn(Arc::clone(&driver).run());
+        driver
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn submit(self: &Arc<Self>, rid: &str, prompt: Vec<u32>, output: Vec<u32>) -> Result<Ticket, Rejection> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = {
+            let mut core = self.lock();
+            let id = RequestId(core.next_id);
+            core.next_id += 1;
+            core.engine.submit(NewRequest { id, prompt, output })?;
+            core.subscribers.insert(id, Subscriber { rid: rid.to_owned(), tx });
+            id
+        };
+        self.wake.notify_one();
+        Ok(Ticket { driver: Arc::clone(self), id, events: rx })
+    }
+
+    /// SGLang matches rids by prefix, so one abort also ends `n > 1` sub-requests.
+    pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
+        let mut core = self.lock();
+        let ids: Vec<RequestId> =
+            core.subscribers.iter().filter(|(_, s)| all || s.rid.starts_with(rid_prefix)).map(|(id, _)| *id).collect();
+        for id in &ids {
+            core.engine.abort(*id);
+            if let Some(sub) = core.subscribers.remove(id) {
+                let _ = sub.tx.send(Progress::Aborted);
+            }
+        }
+        ids.len()
+    }
+
+    pub fn loads(&self) -> LoadSnapshot {
+        self.lock().engine.loads()
+    }
+
+    pub fn flush_cache(&self) -> bool {
+        self.lock().engine.flush_cache()
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.lock().steps
+    }
+
+    async fn run(self: Arc<Self>) {
+        let mut clock = Instant::now();
+        let mut since_yield = 0u32;
+        loop {
+            let step = self.lock().engine.step();
+            let Some(step) = step else {
+                self.wake.notified().await;
+                clock = Instant::now();
+                continue;
+            };
+            let nanos = step.duration_us * 1000.0 * self.time_scale;
+            if nanos >= 1.0 {
+                // Sleep to a running deadline so sub-millisecond steps keep their average rate
+                // despite the timer's granularity.
+                clock += Duration::from_nanos(nanos as u64);
+                let now = Instant::now();
+                if clock > now {
+                    tokio::time::sleep_until(clock).await;
+                } else if now - clock > Duration::from_millis(50) {
+                    clock = now; // fell far behind (overloaded machine): don't burst to catch up
+                }
+            }
+            self.deliver(step.events);
+            since_yield += 1;
+            if since_yield >= 8 {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    fn deliver(&self, events: Vec<Event>) {
+        let mut core = self.lock();
+        core.steps += 1;
+        for ev in events {
+            let (id, progress) = match ev {
+                Event::Started { id, cached_tokens } => (id, Progress::Started { cached_tokens }),
+                Event::Token { id, produced, finished } => (id, Progress::Tokens { produced, finished }),
+            };
+            let finished = matches!(progress, Progress::Tokens { finished: true, .. });
+            if let Some(sub) = core.subscribers.get(&id) {
+                let _ = sub.tx.send(progress);
+            }
+            if finished {
+                core.subscribers.remove(&id);
+            }
+        }
+    }
+}

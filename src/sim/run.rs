@@ -1,0 +1,187 @@
+//! One simulated generation from submission to its last token, shared by `/generate` and the
+//! OpenAI routes: admission, faults, and the updates each response format is built from.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::driver::{Progress, Ticket};
+use super::engine::Rejection;
+use super::plan::Plan;
+use super::server::SimState;
+use crate::protocol::sglang::{FinishReason, SamplingParams};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("The request queue is full.")]
+    QueueFull,
+    #[error("injected fault: internal server error")]
+    Injected,
+}
+
+/// Why a stream ended without its last token.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamFault {
+    #[error("injected fault: connection reset")]
+    Die,
+}
+
+pub struct Run {
+    pub rid: String,
+    pub plan: Plan,
+    pub prompt_tokens: usize,
+    pub cached_tokens: usize,
+    /// Tokens the client has been told about.
+    pub produced: usize,
+    pub aborted: bool,
+    ticket: Ticket,
+    state: Arc<SimState>,
+    started: Instant,
+    last_token_at: Option<Instant>,
+    stalled: bool,
+}
+
+pub struct Update {
+    /// New tokens since the previous update (several when the reader fell behind).
+    pub new_tokens: usize,
+    pub finished: bool,
+}
+
+impl Run {
+    pub fn start(state: &Arc<SimState>, rid: String, prompt: Vec<u32>, params: &SamplingParams) -> Result<Run, RunError> {
+        state.metrics.requests.inc();
+        if state.faults.should_fail() {
+            return Err(RunError::Injected);
+        }
+        let prompt_tokens = prompt.len();
+        let mut params = params.clone();
+        if params.max_new_tokens.is_none() {
+            // Like SGLang's OpenAI routes: no limit means up to the context.
+            let room = state.context_length.saturating_sub(prompt_tokens).max(1);
+            params.max_new_tokens = Some((room as u32).min(super::plan::DEFAULT_MAX_NEW_TOKENS));
+        }
+        let plan = Plan::new(&state.vocab, &prompt, &params, state.eos_probability);
+        let ticket = state.driver.submit(&rid, prompt, plan.output_ids.clone()).map_err(|r| match r {
+            Rejection::QueueFull => RunError::QueueFull,
+            other => RunError::BadRequest(other.to_string()),
+        })?;
+        state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
+        Ok(Run {
+            rid,
+            plan,
+            prompt_tokens,
+            cached_tokens: 0,
+            produced: 0,
+            aborted: false,
+            ticket,
+            state: Arc::clone(state),
+            started: Instant::now(),
+            last_token_at: None,
+            stalled: false,
+        })
+    }
+
+    /// Waits for the next tokens. `None` once the run is over (finished or aborted).
+    pub async fn next(&mut self) -> Result<Option<Update>, StreamFault> {
+        if self.finished() || self.aborted {
+            return Ok(None);
+        }
+        let faults = self.state.faults.get();
+        if !self.stalled && faults.stall_secs > 0.0 && self.produced >= faults.stall_after_tokens {
+            self.stalled = true;
+            tokio::time::sleep(Duration::from_secs_f64(faults.stall_secs)).await;
+        }
+        let mut latest = None;
+        let Some(first) = self.ticket.events.recv().await else {
+            self.aborted = true;
+            return Ok(None);
+        };
+        self.apply(first, &mut latest);
+        // Collapse whatever else is queued, as SGLang does when its HTTP consumer lags.
+        while let Ok(p) = self.ticket.events.try_recv() {
+            self.apply(p, &mut latest);
+        }
+        if self.aborted {
+            self.state.metrics.aborted.inc();
+            return Ok(None);
+        }
+        let Some(produced) = latest else {
+            return Box::pin(self.next()).await; // only a Started event so far
+        };
+        let die = faults.die_after_tokens.filter(|&n| produced > n);
+        let produced = die.map_or(produced, |n| n);
+        let new_tokens = produced - self.produced;
+        self.record_latency(new_tokens);
+        self.produced = produced;
+        if die.is_some() {
+            return Err(StreamFault::Die);
+        }
+        Ok(Some(Update { new_tokens, finished: self.finished() }))
+    }
+
+    fn apply(&mut self, p: Progress, latest: &mut Option<usize>) {
+        match p {
+            Progress::Started { cached_tokens } => {
+                self.cached_tokens = cached_tokens;
+                self.state.metrics.cached_tokens.inc_by(cached_tokens as u64);
+            }
+            Progress::Tokens { produced, .. } => *latest = Some(produced),
+            Progress::Aborted => self.aborted = true,
+        }
+    }
+
+    fn record_latency(&mut self, new_tokens: usize) {
+        if new_tokens == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let m = &self.state.metrics;
+        m.generation_tokens.inc_by(new_tokens as u64);
+        match self.last_token_at {
+            None => m.ttft.observe((now - self.started).as_secs_f64()),
+            Some(prev) => {
+                let gap = (now - prev).as_secs_f64() / new_tokens as f64;
+                for _ in 0..new_tokens {
+                    m.itl.observe(gap);
+                }
+            }
+        }
+        self.last_token_at = Some(now);
+        if self.finished() {
+            m.e2e.observe(self.e2e_latency());
+        }
+    }
+
+    pub fn finished(&self) -> bool {
+        self.produced >= self.plan.len()
+    }
+
+    /// Waits for the whole answer (non-streaming requests).
+    pub async fn complete(&mut self) -> Result<(), StreamFault> {
+        while self.next().await?.is_some() {}
+        Ok(())
+    }
+
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        if self.aborted {
+            Some(FinishReason::Abort { message: Some("Abort in waiting queue".into()), status_code: None, err_type: None })
+        } else if self.finished() {
+            Some(self.plan.finish.clone())
+        } else {
+            None
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        self.plan.visible(self.produced)
+    }
+
+    pub fn output_ids(&self) -> &[u32] {
+        &self.plan.output_ids[..self.produced]
+    }
+
+    pub fn e2e_latency(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+}

@@ -1,0 +1,332 @@
+//! Tokenizer, chat templates and streaming detokenization for the gateway.
+//!
+//! `Tokenizer` wraps an HF `tokenizer.json` plus what `tokenizer_config.json`
+//! adds (special tokens, chat template, max length). It is an `Arc` inside,
+//! so cloning is cheap and it can be shared by many tasks.
+
+mod chat_template;
+mod config;
+mod content;
+mod detokenize;
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use chat_template::ContentFormat;
+pub use detokenize::{DecodeDelta, IncrementalDecoder};
+pub use error::TokenizeError;
+
+use chat_template::ChatTemplate;
+use config::TokenizerConfig;
+use minijinja::value::{Serde, Value};
+use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a chat template is rendered from (an OpenAI chat request, mostly).
+#[derive(Debug, Clone, Copy)]
+pub struct ChatTemplateInput<'a> {
+    /// OpenAI-style messages (`role`, `content` as a string or text parts, ...).
+    pub messages: &'a [Json],
+    /// Tool definitions as the template should see them (HF: `tools`).
+    pub tools: Option<&'a Json>,
+    pub add_generation_prompt: bool,
+    /// `chat_template_kwargs`: extra template variables (e.g. `enable_thinking`).
+    pub extra: Option<&'a Map<String, Json>>,
+}
+
+impl<'a> ChatTemplateInput<'a> {
+    /// Messages only, with the generation prompt (the usual chat request).
+    pub fn new(messages: &'a [Json]) -> Self {
+        ChatTemplateInput {
+            messages,
+            tools: None,
+            add_generation_prompt: true,
+            extra: None,
+        }
+    }
+}
+
+/// A loaded tokenizer. Cheap to clone (shared `Arc`), `Send + Sync`.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: Arc<Inner>,
+}
+
+/// Short on purpose: the derived form would print the whole vocabulary.
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("eos_token_ids", &self.inner.eos_ids)
+            .field("model_max_length", &self.inner.config.model_max_length)
+            .field("chat_template", &self.inner.template)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+struct Inner {
+    hf: tokenizers::Tokenizer,
+    config: TokenizerConfig,
+    template: Option<ChatTemplate>,
+    eos_ids: Vec<u32>,
+    /// Sorted ids of added tokens flagged `special`.
+    special_ids: Vec<u32>,
+}
+
+/// Any serializable value as a template value (keeps map order).
+fn to_value<T: serde::Serialize>(v: T) -> Value {
+    Value::from(Serde(v))
+}
+
+impl Tokenizer {
+    /// Load `tokenizer.json` and `tokenizer_config.json` from `dir`, plus the
+    /// optional `generation_config.json` (extra eos ids) and
+    /// `chat_template.jinja` (overrides the config's template, as in HF).
+    pub fn from_dir(dir: &Path) -> Result<Tokenizer, TokenizeError> {
+        let read = |name: &str| -> Result<Option<Vec<u8>>, TokenizeError> {
+            let path = dir.join(name);
+            match std::fs::read(&path) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(TokenizeError::Load(path, e.to_string())),
+            }
+        };
+        let tok_path = dir.join("tokenizer.json");
+        let tok_json = read("tokenizer.json")?
+            .ok_or_else(|| TokenizeError::Load(tok_path.clone(), "file not found".into()))?;
+        let cfg_path = dir.join("tokenizer_config.json");
+        let mut config = match read("tokenizer_config.json")? {
+            Some(b) => TokenizerConfig::parse(&b).map_err(|r| TokenizeError::Load(cfg_path, r))?,
+            None => {
+                tracing::warn!(dir = %dir.display(), "no tokenizer_config.json: no chat template or special tokens");
+                TokenizerConfig::default()
+            }
+        };
+        if let Some(b) = read("generation_config.json")? {
+            config
+                .add_generation_config(&b)
+                .map_err(|r| TokenizeError::Load(dir.join("generation_config.json"), r))?;
+        }
+        if let Some(b) = read("chat_template.jinja")? {
+            let src = String::from_utf8(b)
+                .map_err(|e| TokenizeError::Load(dir.join("chat_template.jinja"), e.to_string()))?;
+            config.chat_template = Some(src);
+            config.tool_use_template = None;
+        }
+        Self::build(&tok_json, tok_path, config)
+    }
+
+    /// Load from in-memory `tokenizer.json` and `tokenizer_config.json`.
+    pub fn from_bytes(
+        tokenizer_json: &[u8],
+        tokenizer_config_json: &[u8],
+    ) -> Result<Tokenizer, TokenizeError> {
+        let config = TokenizerConfig::parse(tokenizer_config_json)
+            .map_err(|r| TokenizeError::Load(PathBuf::from("<tokenizer_config.json>"), r))?;
+        Self::build(tokenizer_json, PathBuf::from("<tokenizer.json>"), config)
+    }
+
+    fn build(
+        tok_json: &[u8],
+        tok_path: PathBuf,
+        config: TokenizerConfig,
+    ) -> Result<Tokenizer, TokenizeError> {
+        let mut hf = tokenizers::Tokenizer::from_bytes(tok_json)
+            .map_err(|e| TokenizeError::Load(tok_path.clone(), e.to_string()))?;
+        // Prompts must never be cut or padded behind the gateway's back.
+        hf.with_truncation(None)
+            .map_err(|e| TokenizeError::Load(tok_path, e.to_string()))?;
+        hf.with_padding(None);
+
+        let mut special_ids: Vec<u32> = hf
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id)
+            .collect();
+        special_ids.sort_unstable();
+
+        let mut eos_ids = Vec::new();
+        if let Some(eos) = &config.eos_token {
+            match hf.token_to_id(eos) {
+                Some(id) => eos_ids.push(id),
+                None => tracing::warn!(token = %eos, "eos_token is not in the vocabulary"),
+            }
+        }
+        for id in &config.generation_eos_ids {
+            if !eos_ids.contains(id) {
+                eos_ids.push(*id);
+            }
+        }
+
+        let template = match &config.chat_template {
+            Some(src) => Some(ChatTemplate::new(
+                src.clone(),
+                config.tool_use_template.clone(),
+            )?),
+            None => None,
+        };
+        Ok(Tokenizer {
+            inner: Arc::new(Inner {
+                hf,
+                config,
+                template,
+                eos_ids,
+                special_ids,
+            }),
+        })
+    }
+
+    /// Replace the chat template (the CLI's `--chat-template FILE`).
+    pub fn with_chat_template(self, template_source: String) -> Result<Self, TokenizeError> {
+        let template = ChatTemplate::new(template_source.clone(), None)?;
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        inner.config.chat_template = Some(template_source);
+        inner.config.tool_use_template = None;
+        inner.template = Some(template);
+        Ok(Tokenizer {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
+        // encode_fast: same ids, skips the offsets we never use.
+        self.inner
+            .hf
+            .encode_fast(text, add_special_tokens)
+            .map(|enc| enc.get_ids().to_vec())
+            .map_err(|e| TokenizeError::Encode(e.to_string()))
+    }
+
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TokenizeError> {
+        self.inner
+            .hf
+            .decode(ids, skip_special_tokens)
+            .map_err(|e| TokenizeError::Decode(e.to_string()))
+    }
+
+    /// A streaming decoder for one response (see `IncrementalDecoder`).
+    pub fn incremental_decoder(
+        &self,
+        skip_special_tokens: bool,
+        stops: Vec<String>,
+    ) -> IncrementalDecoder {
+        IncrementalDecoder::new(self.clone(), skip_special_tokens, stops)
+    }
+
+    /// Vocabulary size including added tokens (HF's `len(tokenizer)`).
+    pub fn vocab_size(&self) -> usize {
+        self.inner.hf.get_vocab_size(true)
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.hf.token_to_id(token)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.hf.id_to_token(id)
+    }
+
+    /// Ids that end generation: the config's `eos_token`, then the
+    /// `generation_config.json` ids, without duplicates.
+    pub fn eos_token_ids(&self) -> &[u32] {
+        &self.inner.eos_ids
+    }
+
+    pub fn bos_token(&self) -> Option<&str> {
+        self.inner.config.bos_token.as_deref()
+    }
+
+    pub fn eos_token(&self) -> Option<&str> {
+        self.inner.config.eos_token.as_deref()
+    }
+
+    /// The context length the tokenizer declares; `None` when absent or a
+    /// placeholder (HF writes 1e30 when the model does not say).
+    pub fn model_max_length(&self) -> Option<usize> {
+        self.inner.config.model_max_length
+    }
+
+    /// Whether `id` is an added token flagged special (skipped by decode).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.inner.special_ids.binary_search(&id).is_ok()
+    }
+
+    pub fn has_chat_template(&self) -> bool {
+        self.inner.template.is_some()
+    }
+
+    /// How message `content` lists are passed to this template.
+    pub fn content_format(&self) -> Option<ContentFormat> {
+        self.inner
+            .template
+            .as_ref()
+            .map(ChatTemplate::content_format)
+    }
+
+    /// Render the chat template as HF's `apply_chat_template(tokenize=False)`
+    /// does, with SGLang's message normalisation (see `content.rs`).
+    pub fn apply_chat_template(
+        &self,
+        req: &ChatTemplateInput<'_>,
+    ) -> Result<String, TokenizeError> {
+        let template = self
+            .inner
+            .template
+            .as_ref()
+            .ok_or_else(|| TokenizeError::Template("the model has no chat template".into()))?;
+        let format = template.content_format();
+        let mut messages = Vec::with_capacity(req.messages.len());
+        for m in req.messages {
+            messages.push(to_value(content::normalize_message(m, format)?.as_ref()));
+        }
+
+        // HF: special tokens map first, chat_template_kwargs over it; the
+        // fixed arguments cannot be overridden.
+        let cfg = &self.inner.config;
+        let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
+        for (name, tok) in [
+            ("bos_token", &cfg.bos_token),
+            ("eos_token", &cfg.eos_token),
+            ("unk_token", &cfg.unk_token),
+            ("pad_token", &cfg.pad_token),
+        ] {
+            if let Some(t) = tok {
+                ctx.insert(name.into(), Value::from(t.as_str()));
+            }
+        }
+        if !cfg.additional_special_tokens.is_empty() {
+            ctx.insert(
+                "additional_special_tokens".into(),
+                to_value(&cfg.additional_special_tokens),
+            );
+        }
+        if let Some(extra) = req.extra {
+            for (k, v) in extra {
+                ctx.insert(k.clone(), to_value(v));
+            }
+        }
+        let tools = req.tools.filter(|t| !t.is_null());
+        ctx.insert("messages".into(), Value::from(messages));
+        ctx.insert("tools".into(), tools.map_or(Value::from(()), to_value));
+        ctx.insert("documents".into(), Value::from(()));
+        ctx.insert(
+            "add_generation_prompt".into(),
+            Value::from(req.add_generation_prompt),
+        );
+        template.render(Value::from(ctx), tools.is_some())
+    }
+
+    /// Template, then `encode(prompt, add_special_tokens=false)`, as SGLang
+    /// does for chat requests (the template already holds BOS if needed).
+    pub fn render_and_encode(
+        &self,
+        req: &ChatTemplateInput<'_>,
+    ) -> Result<Vec<u32>, TokenizeError> {
+        let prompt = self.apply_chat_template(req)?;
+        self.encode(&prompt, false)
+    }
+}

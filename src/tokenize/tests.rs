@@ -1,0 +1,301 @@
+//! Tests against the real tokenizers in `assets/tokenizers/` and their
+//! golden prompts/ids (made with transformers' `apply_chat_template`).
+
+use super::*;
+use serde_json::json;
+use std::sync::OnceLock;
+
+pub(crate) const QWEN25: &str = "qwen2.5-0.5b-instruct";
+pub(crate) const QWEN3: &str = "qwen3";
+pub(crate) const MISTRAL: &str = "mistral-7b-instruct-v0.1";
+pub(crate) const SMOLLM2: &str = "smollm2-135m-instruct";
+pub(crate) const ALL: [&str; 4] = [QWEN25, QWEN3, MISTRAL, SMOLLM2];
+
+pub(crate) fn asset_dir(name: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/tokenizers/")).join(name)
+}
+
+/// Loading a 150k-vocab tokenizer is slow in debug builds: load each once.
+pub(crate) fn load(name: &str) -> &'static Tokenizer {
+    static CACHE: [OnceLock<Tokenizer>; 4] = [const { OnceLock::new() }; 4];
+    let i = ALL
+        .iter()
+        .position(|n| *n == name)
+        .expect("known tokenizer");
+    CACHE[i].get_or_init(|| Tokenizer::from_dir(&asset_dir(name)).expect("load tokenizer"))
+}
+
+fn golden(name: &str) -> Json {
+    let bytes = std::fs::read(asset_dir(name).join("golden.json")).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn tokenizer_is_send_sync_and_cheap_to_clone() {
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    assert_send_sync::<Tokenizer>();
+    fn assert_send<T: Send>() {}
+    assert_send::<IncrementalDecoder>();
+}
+
+#[test]
+fn golden_chat_prompts_and_ids() {
+    for name in ALL {
+        let tok = load(name);
+        let g = golden(name);
+        let cases = g["chat"].as_array().unwrap();
+        assert!(!cases.is_empty());
+        for (i, case) in cases.iter().enumerate() {
+            let messages = case["messages"].as_array().unwrap();
+            let input = ChatTemplateInput {
+                messages,
+                tools: case.get("tools"),
+                add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
+                extra: None,
+            };
+            let prompt = tok.apply_chat_template(&input).unwrap();
+            assert_eq!(prompt, case["prompt"].as_str().unwrap(), "{name} chat #{i}");
+            let want: Vec<u32> = serde_json::from_value(case["input_ids"].clone()).unwrap();
+            assert_eq!(
+                tok.encode(&prompt, false).unwrap(),
+                want,
+                "{name} chat #{i} ids"
+            );
+            assert_eq!(
+                tok.render_and_encode(&input).unwrap(),
+                want,
+                "{name} chat #{i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn golden_encode_ids() {
+    for name in ALL {
+        let tok = load(name);
+        let g = golden(name);
+        for (i, case) in g["encode"].as_array().unwrap().iter().enumerate() {
+            let text = case["text"].as_str().unwrap();
+            let add = case["add_special_tokens"].as_bool().unwrap();
+            let want: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+            assert_eq!(
+                tok.encode(text, add).unwrap(),
+                want,
+                "{name} encode #{i} {text:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn metadata() {
+    let q = load(QWEN25);
+    assert_eq!(q.vocab_size(), 151_665);
+    assert_eq!(q.eos_token_ids(), &[151_645]);
+    assert_eq!(q.bos_token(), None);
+    assert_eq!(q.model_max_length(), Some(131_072));
+    assert_eq!(q.token_to_id("<|im_end|>"), Some(151_645));
+    assert_eq!(q.id_to_token(151_645).as_deref(), Some("<|im_end|>"));
+    assert!(q.is_special(151_643) && q.is_special(151_645) && !q.is_special(9707));
+    assert_eq!(q.content_format(), Some(ContentFormat::String));
+    assert_eq!(load(QWEN3).vocab_size(), 151_669);
+
+    let m = load(MISTRAL);
+    assert_eq!(m.vocab_size(), 32_000);
+    assert_eq!(m.bos_token(), Some("<s>"));
+    assert_eq!(m.eos_token_ids(), &[2]);
+    assert_eq!(m.model_max_length(), None, "1e30 placeholder");
+    assert_eq!(m.content_format(), Some(ContentFormat::OpenAi));
+
+    let s = load(SMOLLM2);
+    assert_eq!(s.vocab_size(), 49_152);
+    assert_eq!(s.model_max_length(), Some(8192));
+    assert_eq!(s.eos_token_ids(), &[2]);
+}
+
+#[test]
+fn from_bytes_generation_config_and_template_override() {
+    let dir = asset_dir(SMOLLM2);
+    let tj = std::fs::read(dir.join("tokenizer.json")).unwrap();
+    let cj = std::fs::read(dir.join("tokenizer_config.json")).unwrap();
+    let tok = Tokenizer::from_bytes(&tj, &cj).unwrap();
+    assert_eq!(
+        tok.encode("Hello world", false).unwrap(),
+        load(SMOLLM2).encode("Hello world", false).unwrap()
+    );
+
+    // A directory with generation_config.json and chat_template.jinja.
+    let tmp = std::env::temp_dir().join(format!("tok-test-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("tokenizer.json"), &tj).unwrap();
+    std::fs::write(tmp.join("tokenizer_config.json"), &cj).unwrap();
+    std::fs::write(
+        tmp.join("generation_config.json"),
+        br#"{"eos_token_id": [0, 2]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.join("chat_template.jinja"),
+        "{% for m in messages %}[{{ m.content }}]{% endfor %}",
+    )
+    .unwrap();
+    let tok = Tokenizer::from_dir(&tmp).unwrap();
+    std::fs::remove_dir_all(&tmp).unwrap();
+    assert_eq!(tok.eos_token_ids(), &[2, 0]);
+    let msgs = [json!({"role": "user", "content": "hi"})];
+    assert_eq!(
+        tok.apply_chat_template(&ChatTemplateInput::new(&msgs))
+            .unwrap(),
+        "[hi]"
+    );
+
+    let tok = tok
+        .with_chat_template("{{ bos_token }}{{ messages[0].content }}".into())
+        .unwrap();
+    assert_eq!(
+        tok.apply_chat_template(&ChatTemplateInput::new(&msgs))
+            .unwrap(),
+        "<|im_start|>hi"
+    );
+    assert!(matches!(
+        tok.with_chat_template("{% if %}".into()),
+        Err(TokenizeError::Template(_))
+    ));
+
+    let err = Tokenizer::from_dir(Path::new("/nonexistent/dir")).unwrap_err();
+    assert!(matches!(err, TokenizeError::Load(..)), "{err}");
+}
+
+#[test]
+fn mistral_template_raises_on_bad_roles() {
+    let tok = load(MISTRAL);
+    let cases = [
+        (
+            vec![
+                json!({"role": "assistant", "content": "Hi"}),
+                json!({"role": "user", "content": "x"}),
+            ],
+            "Conversation must start with a user message, got assistant.",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "x"}),
+                json!({"role": "tool", "content": "{}"}),
+            ],
+            "Unexpected role 'tool' after role 'user'",
+        ),
+    ];
+    for (msgs, want) in cases {
+        match tok.apply_chat_template(&ChatTemplateInput::new(&msgs)) {
+            Err(e @ TokenizeError::TemplateRaised(_)) => {
+                assert!(e.is_client_error());
+                assert_eq!(e.to_string(), want);
+            }
+            other => panic!("expected TemplateRaised, got {other:?}"),
+        }
+    }
+    // This template merges consecutive same-role messages instead of raising.
+    let msgs = [
+        json!({"role": "user", "content": "a"}),
+        json!({"role": "user", "content": "b"}),
+    ];
+    let p = tok
+        .apply_chat_template(&ChatTemplateInput::new(&msgs))
+        .unwrap();
+    assert_eq!(p, "<s> [INST] a\n\nb [/INST]");
+}
+
+#[test]
+fn content_parts_are_normalised_per_template() {
+    let parts = [json!({"role": "user", "content": [
+        {"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]})];
+    let plain = [json!({"role": "user", "content": "Hello world"})];
+    // String-format template: parts joined with one space, as SGLang does.
+    let q = load(QWEN25);
+    assert_eq!(
+        q.apply_chat_template(&ChatTemplateInput::new(&parts))
+            .unwrap(),
+        q.apply_chat_template(&ChatTemplateInput::new(&plain))
+            .unwrap()
+    );
+    // Mistral's template loops over parts itself (and joins them with "\n\n").
+    let m = load(MISTRAL);
+    assert_eq!(
+        m.apply_chat_template(&ChatTemplateInput::new(&parts))
+            .unwrap(),
+        "<s> [INST] Hello\n\nworld [/INST]"
+    );
+    let image = [json!({"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]})];
+    for name in ALL {
+        let err = load(name)
+            .apply_chat_template(&ChatTemplateInput::new(&image))
+            .unwrap_err();
+        assert!(
+            matches!(err, TokenizeError::UnsupportedContent(_)),
+            "{name}: {err:?}"
+        );
+        assert!(err.is_client_error());
+    }
+}
+
+#[test]
+fn null_fields_are_dropped_like_sglang() {
+    // `content: null` next to tool_calls must read as undefined/falsy.
+    let q = load(QWEN25);
+    let msgs = [
+        json!({"role": "user", "content": "Weather?"}),
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"type": "function", "function": {"name": "w", "arguments": {"c": "P"}}}]}),
+    ];
+    let p = q
+        .apply_chat_template(&ChatTemplateInput {
+            add_generation_prompt: false,
+            ..ChatTemplateInput::new(&msgs)
+        })
+        .unwrap();
+    assert!(p.ends_with("<|im_start|>assistant\n<tool_call>\n{\"name\": \"w\", \"arguments\": {\"c\": \"P\"}}\n</tool_call><|im_end|>\n"), "{p:?}");
+}
+
+#[test]
+fn chat_template_kwargs_reach_the_template() {
+    let tok = load(QWEN3);
+    let msgs = [json!({"role": "user", "content": "Hi"})];
+    let extra = json!({"enable_thinking": false});
+    let input = ChatTemplateInput {
+        extra: extra.as_object(),
+        ..ChatTemplateInput::new(&msgs)
+    };
+    let p = tok.apply_chat_template(&input).unwrap();
+    assert!(
+        p.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+        "{p:?}"
+    );
+    // The fixed arguments win over kwargs of the same name.
+    let extra = json!({"add_generation_prompt": false, "messages": []});
+    let input = ChatTemplateInput {
+        extra: extra.as_object(),
+        ..ChatTemplateInput::new(&msgs)
+    };
+    assert!(
+        tok.apply_chat_template(&input)
+            .unwrap()
+            .ends_with("<|im_start|>assistant\n")
+    );
+}
+
+#[test]
+fn tools_with_html_characters_render_like_python() {
+    let tok = load(QWEN25);
+    let tools = json!([{"type": "function", "function": {"name": "q", "description": "a < b & 'c'",
+        "parameters": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}}}}]);
+    let msgs = [json!({"role": "user", "content": "x"})];
+    let input = ChatTemplateInput {
+        tools: Some(&tools),
+        ..ChatTemplateInput::new(&msgs)
+    };
+    let p = tok.apply_chat_template(&input).unwrap();
+    assert!(p.contains(r#"{"type": "function", "function": {"name": "q", "description": "a < b & 'c'", "parameters": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}}}}"#), "{p}");
+}

@@ -1,0 +1,186 @@
+//! SGLang's native `/generate` with our token ids, read back as a stream of text deltas.
+//! Handles cumulative (default) and incremental output, and workers that send only
+//! `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::{Client, UpstreamError};
+use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest, SamplingParams};
+use crate::stream::sse::SseParser;
+use crate::tokenize::{IncrementalDecoder, Tokenizer};
+use crate::workers::Worker;
+
+/// Largest single SSE event we accept from a worker (cumulative text of a long answer).
+const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+
+/// What one upstream chunk added.
+#[derive(Debug, Default)]
+pub struct Delta {
+    pub text: String,
+    pub new_tokens: u32,
+    pub finish: Option<FinishReason>,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub cached_tokens: u32,
+}
+
+pub struct GenerateStream {
+    body: Incoming,
+    parser: SseParser,
+    worker: Arc<Worker>,
+    text_len: usize,
+    ids_len: usize,
+    completion_tokens: u32,
+    detok: Option<IncrementalDecoder>,
+    tokenizer: Arc<Tokenizer>,
+    stop: Vec<String>,
+    stop_matched: Option<String>,
+    finished: bool,
+}
+
+pub async fn start(
+    client: &Client,
+    worker: Arc<Worker>,
+    tokenizer: Arc<Tokenizer>,
+    input_ids: &[u32],
+    params: &SamplingParams,
+    rid: &str,
+) -> Result<GenerateStream, UpstreamError> {
+    let body = serde_json::to_vec(&GenerateRequest { input_ids, sampling_params: params, stream: true, rid })
+        .map_err(|e| UpstreamError::Protocol { url: worker.url.clone(), reason: e.to_string() })?;
+    let resp = client.post_json(&worker, "/generate", Bytes::from(body)).await?;
+    Ok(GenerateStream {
+        body: resp.into_body(),
+        parser: SseParser::new(MAX_EVENT_BYTES),
+        worker,
+        text_len: 0,
+        ids_len: 0,
+        completion_tokens: 0,
+        detok: None,
+        tokenizer,
+        stop: params.stop.clone(),
+        stop_matched: None,
+        finished: false,
+    })
+}
+
+impl GenerateStream {
+    /// The next chunk that carries anything. `None` after the finishing chunk and `[DONE]`.
+    pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
+        loop {
+            match self.parser.next_event() {
+                Ok(Some(ev)) if ev.is_done() => {
+                    return if self.finished { Ok(None) } else { Err(self.broken("stream ended without a finish reason")) };
+                }
+                Ok(Some(ev)) => {
+                    if let Some(delta) = self.decode(&ev.data)? {
+                        return Ok(Some(delta));
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return Err(self.protocol(e.to_string())),
+            }
+            match self.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.parser.push(&data);
+                    }
+                }
+                Some(Err(e)) => return Err(self.broken(&e.to_string())),
+                None => {
+                    if let Some(ev) = self.parser.finish().filter(|ev| !ev.is_done()) {
+                        if let Some(delta) = self.decode(&ev.data)? {
+                            return Ok(Some(delta));
+                        }
+                    }
+                    return if self.finished { Ok(None) } else { Err(self.broken("connection closed before the generation finished")) };
+                }
+            }
+        }
+    }
+
+    fn decode(&mut self, data: &[u8]) -> Result<Option<Delta>, UpstreamError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let chunk: GenerateChunk = match serde_json::from_slice(data) {
+            Ok(c) => c,
+            Err(_) => {
+                let msg = crate::protocol::sglang::error_message(data).unwrap_or_else(|| String::from_utf8_lossy(data).into_owned());
+                return Err(UpstreamError::Aborted { message: msg, status: None });
+            }
+        };
+        let meta = chunk.meta_info;
+        let ids = chunk.output_ids.unwrap_or_default();
+        // Cumulative chunks carry all ids so far; incremental ones fewer than the running count.
+        let cumulative = ids.len() as u32 == meta.completion_tokens && self.completion_tokens > 0;
+        let new_ids: &[u32] = if cumulative { ids.get(self.ids_len..).unwrap_or(&[]) } else { &ids };
+        let text = match chunk.text {
+            Some(t) if cumulative => t.get(self.text_len..).unwrap_or("").to_owned(),
+            // First chunk (both modes agree) or incremental output.
+            Some(t) => t.into_owned(),
+            None => self.detokenize(new_ids)?,
+        };
+        self.ids_len = if cumulative { ids.len() } else { self.ids_len + ids.len() };
+        self.text_len += text.len();
+        let new_tokens = meta.completion_tokens.saturating_sub(self.completion_tokens);
+        self.completion_tokens = self.completion_tokens.max(meta.completion_tokens);
+        if let Some(FinishReason::Abort { message, status_code, .. }) = &meta.finish_reason {
+            self.finished = true;
+            return Err(UpstreamError::Aborted { message: message.clone().unwrap_or_else(|| "aborted".into()), status: *status_code });
+        }
+        let mut finish = meta.finish_reason;
+        let mut text = text;
+        if let Some(matched) = self.stop_matched.take() {
+            // Our own detokenizer hit a stop string: the generation is over for the client.
+            finish = Some(FinishReason::Stop { matched: Some(matched.into()) });
+        } else if finish.is_some() {
+            if let Some(d) = self.detok.as_mut() {
+                let rest = d.finish().map_err(|e| UpstreamError::Protocol { url: self.worker.url.clone(), reason: e.to_string() })?;
+                text.push_str(rest.text);
+            }
+        }
+        if finish.is_some() {
+            self.finished = true;
+        }
+        if text.is_empty() && new_tokens == 0 && finish.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Delta {
+            text,
+            new_tokens,
+            finish,
+            prompt_tokens: meta.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: meta.cached_tokens,
+        }))
+    }
+
+    /// Workers started with `--skip-tokenizer-init` send ids only; stop strings are then ours to apply.
+    fn detokenize(&mut self, ids: &[u32]) -> Result<String, UpstreamError> {
+        let (tokenizer, stop) = (&self.tokenizer, &self.stop);
+        let d = self.detok.get_or_insert_with(|| tokenizer.incremental_decoder(true, stop.clone()));
+        let delta = d.push(ids).map_err(|e| UpstreamError::Protocol { url: self.worker.url.clone(), reason: e.to_string() })?;
+        if let Some(m) = delta.matched_stop {
+            self.stop_matched = Some(m.to_owned());
+        }
+        Ok(delta.text.to_owned())
+    }
+
+    pub fn worker(&self) -> &Arc<Worker> {
+        &self.worker
+    }
+
+    fn broken(&self, reason: &str) -> UpstreamError {
+        UpstreamError::Disconnected { url: self.worker.url.clone(), reason: reason.to_owned() }
+    }
+
+    fn protocol(&self, reason: String) -> UpstreamError {
+        UpstreamError::Protocol { url: self.worker.url.clone(), reason }
+    }
+}
