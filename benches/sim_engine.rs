@@ -3,8 +3,8 @@
 //! the figure includes the occasional prefill step and cache inserts.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use switchboard::sim::engine::{Engine, EngineConfig, Event, NewRequest, RequestId, TimingModel};
 use std::hint::black_box;
+use switchboard::sim::engine::{Engine, EngineConfig, Event, NewRequest, RequestId, TimingModel};
 
 const B: usize = 256;
 

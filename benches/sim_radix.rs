@@ -1,8 +1,8 @@
 //! Radix cache match / insert cost at 100k and 1M cached tokens.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use switchboard::sim::radix::RadixCache;
 use std::hint::black_box;
+use switchboard::sim::radix::RadixCache;
 
 const SEQ: usize = 1000;
 const SHARED: usize = 200;

@@ -1,7 +1,7 @@
 //! `cargo bench --bench tokenize`: chat templating + encoding at three prompt
 //! sizes on Qwen2.5, and the per-token cost of streaming detokenization.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 use std::hint::black_box;
 use std::path::Path;

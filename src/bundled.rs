@@ -5,8 +5,10 @@ use crate::tokenize::{TokenizeError, Tokenizer};
 
 pub const MODEL_NAME: &str = "smollm2-135m-instruct";
 
-const TOKENIZER_JSON: &[u8] = include_bytes!("../assets/tokenizers/smollm2-135m-instruct/tokenizer.json");
-const TOKENIZER_CONFIG: &[u8] = include_bytes!("../assets/tokenizers/smollm2-135m-instruct/tokenizer_config.json");
+const TOKENIZER_JSON: &[u8] =
+    include_bytes!("../assets/tokenizers/smollm2-135m-instruct/tokenizer.json");
+const TOKENIZER_CONFIG: &[u8] =
+    include_bytes!("../assets/tokenizers/smollm2-135m-instruct/tokenizer_config.json");
 
 pub fn tokenizer() -> Result<Tokenizer, TokenizeError> {
     Tokenizer::from_bytes(TOKENIZER_JSON, TOKENIZER_CONFIG)

@@ -4,15 +4,24 @@ use crate::config::ServeConfig;
 use crate::sim::SimOptions;
 
 fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // A second init (tests, demo) keeps the first subscriber.
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }
 
 pub async fn serve(config: ServeConfig) -> Result<(), String> {
     init_logging(&config.log_level, config.log_json);
-    let gw = crate::gateway::start(config).await.map_err(|e| e.to_string())?;
+    let gw = crate::gateway::start(config)
+        .await
+        .map_err(|e| e.to_string())?;
     tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), model = %gw.state.model, "switchboard listening");
     println!("switchboard listening on http://{}", gw.addr);
     wait(gw.task).await
@@ -21,7 +30,10 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
 pub async fn sim(opts: SimOptions) -> Result<(), String> {
     init_logging("info", false);
     let sim = crate::sim::start(opts).await.map_err(|e| e.to_string())?;
-    println!("switchboard sim (simulated SGLang worker) listening on http://{}", sim.addr);
+    println!(
+        "switchboard sim (simulated SGLang worker) listening on http://{}",
+        sim.addr
+    );
     wait(sim.task).await
 }
 
@@ -40,16 +52,31 @@ pub async fn demo(opts: DemoOptions) -> Result<(), String> {
     init_logging("info", false);
     let mut urls = Vec::new();
     for _ in 0..opts.workers.max(1) {
-        let sim_opts = crate::sim::SimOptions::from_args_list(&["--port", "0"]).map_err(|e| e.to_string())?;
-        let sim = crate::sim::start(sim_opts).await.map_err(|e| e.to_string())?;
+        let sim_opts =
+            crate::sim::SimOptions::from_args_list(&["--port", "0"]).map_err(|e| e.to_string())?;
+        let sim = crate::sim::start(sim_opts)
+            .await
+            .map_err(|e| e.to_string())?;
         urls.push(format!("http://{}", sim.addr));
     }
-    let mut args = vec!["--port".to_owned(), opts.port.to_string(), "--health-check-interval-secs".into(), "1".into(), "--worker-urls".into()];
+    let mut args = vec![
+        "--port".to_owned(),
+        opts.port.to_string(),
+        "--health-check-interval-secs".into(),
+        "1".into(),
+        "--worker-urls".into(),
+    ];
     args.extend(urls.iter().cloned());
     let config = ServeConfig::from_args(args).map_err(|e| e.to_string())?;
-    let gw = crate::gateway::start(config).await.map_err(|e| e.to_string())?;
+    let gw = crate::gateway::start(config)
+        .await
+        .map_err(|e| e.to_string())?;
     let model = gw.state.model.clone();
-    println!("switchboard demo: gateway on http://{} in front of simulated SGLang workers {}", gw.addr, urls.join(", "));
+    println!(
+        "switchboard demo: gateway on http://{} in front of simulated SGLang workers {}",
+        gw.addr,
+        urls.join(", ")
+    );
     println!("Try:\n");
     println!(
         "curl -N http://{}/v1/chat/completions -H 'Content-Type: application/json' \\\n  -d '{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16,\"stream\":true}}'\n",

@@ -92,7 +92,10 @@ struct ServeOnly {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Toml { path: PathBuf, message: String },
     #[error("{0}")]
@@ -109,27 +112,46 @@ impl ServeConfig {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let args: Vec<OsString> = std::iter::once(OsString::from("serve")).chain(args.into_iter().map(Into::into)).collect();
+        let args: Vec<OsString> = std::iter::once(OsString::from("serve"))
+            .chain(args.into_iter().map(Into::into))
+            .collect();
         let matches = ServeOnly::command().try_get_matches_from(&args)?;
         let first = ServeOnly::from_arg_matches(&matches)?.serve;
         let Some(path) = first.config.clone() else {
             return first.validated();
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml { path: path.clone(), message: e.to_string() })?;
-        let known: Vec<String> = ServeOnly::command().get_arguments().map(|a| a.get_id().to_string()).collect();
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Toml {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        let known: Vec<String> = ServeOnly::command()
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
         // File values become flags placed before the real ones; keys given on the command line are skipped.
         let mut merged = vec![OsString::from("serve")];
         for (key, value) in &table {
             let id = key.replace('-', "_");
             if !known.contains(&id) || id == "config" {
-                return Err(ConfigError::Toml { path, message: format!("unknown setting `{key}`") });
+                return Err(ConfigError::Toml {
+                    path,
+                    message: format!("unknown setting `{key}`"),
+                });
             }
             if matches.value_source(&id) == Some(ValueSource::CommandLine) {
                 continue;
             }
             let flag = format!("--{}", id.replace('_', "-"));
-            push_value(&mut merged, &flag, value).map_err(|message| ConfigError::Toml { path: path.clone(), message: format!("`{key}`: {message}") })?;
+            push_value(&mut merged, &flag, value).map_err(|message| ConfigError::Toml {
+                path: path.clone(),
+                message: format!("`{key}`: {message}"),
+            })?;
         }
         merged.extend(args.into_iter().skip(1));
         let matches = ServeOnly::command().try_get_matches_from(merged)?;
@@ -141,7 +163,9 @@ impl ServeConfig {
             crate::workers::validate_url(url).map_err(ConfigError::Invalid)?;
         }
         if self.max_body_bytes == 0 {
-            return Err(ConfigError::Invalid("--max-body-bytes must be positive".into()));
+            return Err(ConfigError::Invalid(
+                "--max-body-bytes must be positive".into(),
+            ));
         }
         Ok(self)
     }
@@ -170,7 +194,14 @@ mod tests {
 
     #[test]
     fn defaults_and_cli() {
-        let c = ServeConfig::from_args(["--port", "8080", "--worker-urls", "http://127.0.0.1:1", "http://127.0.0.1:2"]).unwrap();
+        let c = ServeConfig::from_args([
+            "--port",
+            "8080",
+            "--worker-urls",
+            "http://127.0.0.1:1",
+            "http://127.0.0.1:2",
+        ])
+        .unwrap();
         assert_eq!(c.port, 8080);
         assert_eq!(c.worker_urls.len(), 2);
         assert_eq!(c.host, "127.0.0.1");
@@ -183,13 +214,22 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("c.toml");
         std::fs::write(&path, "port = 9000\nlog_json = true\nworker-urls = [\"http://127.0.0.1:7\"]\npolicy = \"random\"\n").unwrap();
-        let c = ServeConfig::from_args(["--config", path.to_str().unwrap(), "--policy", "power_of_two"]).unwrap();
+        let c = ServeConfig::from_args([
+            "--config",
+            path.to_str().unwrap(),
+            "--policy",
+            "power_of_two",
+        ])
+        .unwrap();
         assert_eq!(c.port, 9000);
         assert!(c.log_json);
         assert_eq!(c.worker_urls, vec!["http://127.0.0.1:7".to_string()]);
         assert_eq!(c.policy, PolicyKind::PowerOfTwo);
         std::fs::write(&path, "bogus = 1\n").unwrap();
-        assert!(matches!(ServeConfig::from_args(["--config", path.to_str().unwrap()]), Err(ConfigError::Toml { .. })));
+        assert!(matches!(
+            ServeConfig::from_args(["--config", path.to_str().unwrap()]),
+            Err(ConfigError::Toml { .. })
+        ));
         std::fs::write(&path, "port = \"x\"\n").unwrap();
         assert!(ServeConfig::from_args(["--config", path.to_str().unwrap()]).is_err());
     }

@@ -15,7 +15,10 @@ pub enum GatewayError {
     #[error("{0}")]
     InvalidField(#[from] InvalidField),
     #[error("{message}")]
-    InvalidBody { message: String, param: Option<String> },
+    InvalidBody {
+        message: String,
+        param: Option<String>,
+    },
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
     #[error("request body is larger than {limit} bytes")]
@@ -23,7 +26,12 @@ pub enum GatewayError {
     #[error("The model '{0}' does not exist")]
     ModelNotFound(String),
     #[error("This model's maximum context length is {context_length} tokens. However, you requested {requested} tokens ({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the length of the prompt or the completion.")]
-    ContextLength { context_length: usize, requested: usize, prompt_tokens: usize, max_tokens: usize },
+    ContextLength {
+        context_length: usize,
+        requested: usize,
+        prompt_tokens: usize,
+        max_tokens: usize,
+    },
     #[error(transparent)]
     Tokenize(#[from] TokenizeError),
     #[error(transparent)]
@@ -38,14 +46,17 @@ pub enum GatewayError {
 
 impl GatewayError {
     pub fn invalid_body(message: impl Into<String>, param: Option<String>) -> GatewayError {
-        GatewayError::InvalidBody { message: message.into(), param }
+        GatewayError::InvalidBody {
+            message: message.into(),
+            param,
+        }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            GatewayError::InvalidField(_) | GatewayError::InvalidBody { .. } | GatewayError::ContextLength { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            GatewayError::InvalidField(_)
+            | GatewayError::InvalidBody { .. }
+            | GatewayError::ContextLength { .. } => StatusCode::BAD_REQUEST,
             GatewayError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GatewayError::ModelNotFound(_) | GatewayError::NotFound => StatusCode::NOT_FOUND,
@@ -61,9 +72,13 @@ impl GatewayError {
     fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {
             GatewayError::ModelNotFound(_) => ("invalid_request_error", Some("model_not_found")),
-            GatewayError::ContextLength { .. } => ("invalid_request_error", Some("context_length_exceeded")),
+            GatewayError::ContextLength { .. } => {
+                ("invalid_request_error", Some("context_length_exceeded"))
+            }
             GatewayError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
-            GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", Some("payload_too_large")),
+            GatewayError::PayloadTooLarge { .. } => {
+                ("invalid_request_error", Some("payload_too_large"))
+            }
             GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
             GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),
             GatewayError::Upstream(e) => e.kind_and_code(),
@@ -85,7 +100,12 @@ impl GatewayError {
     pub fn body(&self) -> ErrorBody {
         let (kind, code) = self.kind_and_code();
         ErrorBody {
-            error: ErrorDetail { message: self.to_string(), kind: kind.to_owned(), param: self.param(), code: code.map(str::to_owned) },
+            error: ErrorDetail {
+                message: self.to_string(),
+                kind: kind.to_owned(),
+                param: self.param(),
+                code: code.map(str::to_owned),
+            },
         }
     }
 }
@@ -97,8 +117,20 @@ impl IntoResponse for GatewayError {
             tracing::warn!(error = %self, status = status.as_u16(), "request failed");
         }
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        let mut resp = (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
-        if let GatewayError::Upstream(UpstreamError::Status { retry_after: Some(secs), .. }) = &self {
+        let mut resp = (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response();
+        if let GatewayError::Upstream(UpstreamError::Status {
+            retry_after: Some(secs),
+            ..
+        }) = &self
+        {
             if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }

@@ -16,13 +16,19 @@ pub enum StartError {
     #[error("tokenizer: {0}")]
     Tokenizer(#[from] crate::tokenize::TokenizeError),
     #[error("cannot read chat template {path}: {source}")]
-    ChatTemplate { path: String, source: std::io::Error },
+    ChatTemplate {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Workers(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 pub struct Gateway {
@@ -35,17 +41,33 @@ pub struct Gateway {
 pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
     let (mut tokenizer, default_name) = match &config.model_path {
         Some(dir) => {
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| dir.display().to_string());
             (Tokenizer::from_dir(dir)?, name)
         }
-        None => (crate::bundled::tokenizer()?, crate::bundled::MODEL_NAME.to_owned()),
+        None => (
+            crate::bundled::tokenizer()?,
+            crate::bundled::MODEL_NAME.to_owned(),
+        ),
     };
     if let Some(path) = &config.chat_template {
-        let source = std::fs::read_to_string(path).map_err(|source| StartError::ChatTemplate { path: path.display().to_string(), source })?;
+        let source = std::fs::read_to_string(path).map_err(|source| StartError::ChatTemplate {
+            path: path.display().to_string(),
+            source,
+        })?;
         tokenizer = tokenizer.with_chat_template(source)?;
     }
-    let model: Arc<str> = config.served_model_name.clone().unwrap_or(default_name).into();
-    let context_length = config.context_length.or(tokenizer.model_max_length()).unwrap_or(32768);
+    let model: Arc<str> = config
+        .served_model_name
+        .clone()
+        .unwrap_or(default_name)
+        .into();
+    let context_length = config
+        .context_length
+        .or(tokenizer.model_max_length())
+        .unwrap_or(32768);
     let registry = Arc::new(Registry::new(&config.worker_urls).map_err(StartError::Workers)?);
     let metrics = Arc::new(Metrics::new(prometheus::Registry::new(), &model)?);
     Ok(AppState {
@@ -64,16 +86,36 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
 pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
     let state = Arc::new(build_state(config)?);
     let c = &state.config;
-    health::spawn(Arc::clone(&state.registry), state.client.clone(), Duration::from_secs(c.health_check_interval_secs.max(1)));
+    health::spawn(
+        Arc::clone(&state.registry),
+        state.client.clone(),
+        Duration::from_secs(c.health_check_interval_secs.max(1)),
+    );
     let addr = format!("{}:{}", c.host, c.port);
-    let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
-    let local = tcp.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+    let tcp = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local = tcp
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
     let metrics_addr = match c.prometheus_port {
         Some(port) => {
             let addr = format!("{}:{}", c.prometheus_host, port);
-            let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
-            let local = tcp.local_addr().map_err(|source| StartError::Bind { addr, source })?;
-            let app = axum::Router::new().route("/metrics", axum::routing::get(server::info::metrics)).with_state(Arc::clone(&state));
+            let tcp = tokio::net::TcpListener::bind(&addr)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            let local = tcp
+                .local_addr()
+                .map_err(|source| StartError::Bind { addr, source })?;
+            let app = axum::Router::new()
+                .route("/metrics", axum::routing::get(server::info::metrics))
+                .with_state(Arc::clone(&state));
             tokio::spawn(async move {
                 let _ = axum::serve(crate::net::Listener::new(tcp), app).await;
             });
@@ -87,5 +129,10 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
             tracing::error!(error = %e, "gateway server stopped");
         }
     });
-    Ok(Gateway { addr: local, metrics_addr, state, task })
+    Ok(Gateway {
+        addr: local,
+        metrics_addr,
+        state,
+        task,
+    })
 }

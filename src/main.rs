@@ -5,7 +5,11 @@ use switchboard::config::ServeConfig;
 use switchboard::sim::SimOptions;
 
 #[derive(Parser)]
-#[command(name = "switchboard", version, about = "An OpenAI-compatible gateway for SGLang workers, with a built-in SGLang simulator")]
+#[command(
+    name = "switchboard",
+    version,
+    about = "An OpenAI-compatible gateway for SGLang workers, with a built-in SGLang simulator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

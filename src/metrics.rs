@@ -3,7 +3,9 @@
 
 pub mod timer;
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
 pub use timer::RequestTimer;
 
@@ -38,7 +40,13 @@ pub enum Stage {
 }
 
 impl Stage {
-    const ALL: [Stage; 5] = [Stage::Parse, Stage::Tokenize, Stage::Route, Stage::UpstreamHeaders, Stage::UpstreamFirstToken];
+    const ALL: [Stage; 5] = [
+        Stage::Parse,
+        Stage::Tokenize,
+        Stage::Route,
+        Stage::UpstreamHeaders,
+        Stage::UpstreamFirstToken,
+    ];
 
     fn label(self) -> &'static str {
         match self {
@@ -75,16 +83,27 @@ pub struct Metrics {
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0,
-    2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
+    0.0005, 0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1,
+    0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
-const STAGE_BUCKETS: &[f64] =
-    &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+const STAGE_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 5.0,
+];
 
 impl Metrics {
     pub fn new(registry: Registry, model: &str) -> prometheus::Result<Metrics> {
-        let hist = |name: &str, help: &str, buckets: &[f64], labels: &[&str]| -> prometheus::Result<HistogramVec> {
-            let h = HistogramVec::new(HistogramOpts::new(name, help).const_label("model", model).buckets(buckets.to_vec()), labels)?;
+        let hist = |name: &str,
+                    help: &str,
+                    buckets: &[f64],
+                    labels: &[&str]|
+         -> prometheus::Result<HistogramVec> {
+            let h = HistogramVec::new(
+                HistogramOpts::new(name, help)
+                    .const_label("model", model)
+                    .buckets(buckets.to_vec()),
+                labels,
+            )?;
             registry.register(Box::new(h.clone()))?;
             Ok(h)
         };
@@ -93,10 +112,30 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
             Ok(c)
         };
-        let ttft = hist("switchboard_time_to_first_token_seconds", "Request start to first generated token sent", LATENCY_BUCKETS, &["endpoint"])?;
-        let itl = hist("switchboard_inter_token_latency_seconds", "Gap between consecutive tokens, one sample per token", LATENCY_BUCKETS, &["endpoint"])?;
-        let tpot = hist("switchboard_time_per_output_token_seconds", "(E2E - TTFT) / (tokens - 1), one sample per request", LATENCY_BUCKETS, &["endpoint"])?;
-        let e2e = hist("switchboard_e2e_request_latency_seconds", "Request start to the end of the response stream", LATENCY_BUCKETS, &["endpoint"])?;
+        let ttft = hist(
+            "switchboard_time_to_first_token_seconds",
+            "Request start to first generated token sent",
+            LATENCY_BUCKETS,
+            &["endpoint"],
+        )?;
+        let itl = hist(
+            "switchboard_inter_token_latency_seconds",
+            "Gap between consecutive tokens, one sample per token",
+            LATENCY_BUCKETS,
+            &["endpoint"],
+        )?;
+        let tpot = hist(
+            "switchboard_time_per_output_token_seconds",
+            "(E2E - TTFT) / (tokens - 1), one sample per request",
+            LATENCY_BUCKETS,
+            &["endpoint"],
+        )?;
+        let e2e = hist(
+            "switchboard_e2e_request_latency_seconds",
+            "Request start to the end of the response stream",
+            LATENCY_BUCKETS,
+            &["endpoint"],
+        )?;
         let latency = Endpoint::ALL
             .iter()
             .map(|e| {
@@ -109,27 +148,69 @@ impl Metrics {
                 }
             })
             .collect();
-        let stage = hist("switchboard_stage_duration_seconds", "Time spent in each gateway stage", STAGE_BUCKETS, &["stage"])?;
-        let stages = Stage::ALL.iter().map(|s| stage.with_label_values(&[s.label()])).collect();
+        let stage = hist(
+            "switchboard_stage_duration_seconds",
+            "Time spent in each gateway stage",
+            STAGE_BUCKETS,
+            &["stage"],
+        )?;
+        let stages = Stage::ALL
+            .iter()
+            .map(|s| stage.with_label_values(&[s.label()]))
+            .collect();
         let requests = IntCounterVec::new(
-            Opts::new("switchboard_requests_total", "Requests by endpoint and HTTP status").const_label("model", model),
+            Opts::new(
+                "switchboard_requests_total",
+                "Requests by endpoint and HTTP status",
+            )
+            .const_label("model", model),
             &["endpoint", "status"],
         )?;
         registry.register(Box::new(requests.clone()))?;
-        let upstream_errors = IntCounterVec::new(Opts::new("switchboard_upstream_errors_total", "Worker failures by kind"), &["kind"])?;
+        let upstream_errors = IntCounterVec::new(
+            Opts::new(
+                "switchboard_upstream_errors_total",
+                "Worker failures by kind",
+            ),
+            &["kind"],
+        )?;
         registry.register(Box::new(upstream_errors.clone()))?;
-        let worker_in_flight = IntGaugeVec::new(Opts::new("switchboard_worker_in_flight_requests", "Requests in flight per worker"), &["worker"])?;
+        let worker_in_flight = IntGaugeVec::new(
+            Opts::new(
+                "switchboard_worker_in_flight_requests",
+                "Requests in flight per worker",
+            ),
+            &["worker"],
+        )?;
         registry.register(Box::new(worker_in_flight.clone()))?;
-        let worker_healthy = IntGaugeVec::new(Opts::new("switchboard_worker_healthy", "1 when the worker is taking traffic"), &["worker"])?;
+        let worker_healthy = IntGaugeVec::new(
+            Opts::new(
+                "switchboard_worker_healthy",
+                "1 when the worker is taking traffic",
+            ),
+            &["worker"],
+        )?;
         registry.register(Box::new(worker_healthy.clone()))?;
         Ok(Metrics {
             latency,
             stages,
             requests,
-            prompt_tokens: counter("switchboard_prompt_tokens_total", "Prompt tokens sent to workers")?,
-            completion_tokens: counter("switchboard_completion_tokens_total", "Tokens generated for clients")?,
-            cached_tokens: counter("switchboard_cached_tokens_total", "Prompt tokens the workers served from their prefix cache")?,
-            client_aborts: counter("switchboard_client_aborts_total", "Requests whose client went away before the end")?,
+            prompt_tokens: counter(
+                "switchboard_prompt_tokens_total",
+                "Prompt tokens sent to workers",
+            )?,
+            completion_tokens: counter(
+                "switchboard_completion_tokens_total",
+                "Tokens generated for clients",
+            )?,
+            cached_tokens: counter(
+                "switchboard_cached_tokens_total",
+                "Prompt tokens the workers served from their prefix cache",
+            )?,
+            client_aborts: counter(
+                "switchboard_client_aborts_total",
+                "Requests whose client went away before the end",
+            )?,
             upstream_errors,
             worker_in_flight,
             worker_healthy,
@@ -146,7 +227,9 @@ impl Metrics {
     }
 
     pub fn request_done(&self, endpoint: Endpoint, status: u16) {
-        self.requests.with_label_values(&[endpoint.label(), status_label(status)]).inc();
+        self.requests
+            .with_label_values(&[endpoint.label(), status_label(status)])
+            .inc();
     }
 
     pub fn upstream_error(&self, label: &'static str) {

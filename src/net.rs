@@ -15,7 +15,10 @@ pub struct Listener {
 
 impl Listener {
     pub fn new(inner: TcpListener) -> Listener {
-        Listener { inner, refuse: None }
+        Listener {
+            inner,
+            refuse: None,
+        }
     }
 
     pub fn with_refuse_switch(mut self, refuse: RefuseSwitch) -> Listener {

@@ -4,7 +4,9 @@
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, Prompt, Sampling, HARMLESS_FIELDS};
+use crate::protocol::openai::{
+    ChatCompletionRequest, CompletionRequest, Prompt, Sampling, HARMLESS_FIELDS,
+};
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
 use crate::server::AppState;
@@ -20,7 +22,14 @@ pub struct Prepared {
     pub forward: bool,
 }
 
-const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
+const ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
 const MAX_MESSAGES: usize = 10_000;
 
 pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, GatewayError> {
@@ -29,7 +38,11 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
         return Err(invalid("messages", "messages must be a non-empty list").into());
     }
     if req.messages.len() > MAX_MESSAGES {
-        return Err(invalid("messages", format!("at most {MAX_MESSAGES} messages are allowed")).into());
+        return Err(invalid(
+            "messages",
+            format!("at most {MAX_MESSAGES} messages are allowed"),
+        )
+        .into());
     }
     for (i, m) in req.messages.iter().enumerate() {
         check_message(i, m)?;
@@ -42,9 +55,22 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
     };
     let prompt_ids = app.tokenizer.render_and_encode(&input)?;
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);
-    let param = if req.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
+    let param = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
     let forward = req.tools.is_some() || needs_worker_route(&req.sampling, &req.other);
-    finish(app, prompt_ids, &req.sampling, max, param, req.stream, req.stream_options.is_some_and(|o| o.include_usage), forward)
+    finish(
+        app,
+        prompt_ids,
+        &req.sampling,
+        max,
+        param,
+        req.stream,
+        req.stream_options.is_some_and(|o| o.include_usage),
+        forward,
+    )
 }
 
 pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
@@ -67,7 +93,16 @@ pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, G
     };
     // OpenAI's completions default is 16 tokens.
     let max = req.sampling.max_tokens.or(Some(16));
-    finish(app, prompt_ids, &req.sampling, max, "max_tokens", req.stream, req.stream_options.is_some_and(|o| o.include_usage), forward)
+    finish(
+        app,
+        prompt_ids,
+        &req.sampling,
+        max,
+        "max_tokens",
+        req.stream,
+        req.stream_options.is_some_and(|o| o.include_usage),
+        forward,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -100,11 +135,22 @@ fn finish(
         // Like SGLang's OpenAI routes: no limit means up to the context.
         None if room > 0 => room as u32,
         None => {
-            return Err(GatewayError::ContextLength { context_length: ctx, requested: prompt_ids.len() + 1, prompt_tokens: prompt_ids.len(), max_tokens: 1 })
+            return Err(GatewayError::ContextLength {
+                context_length: ctx,
+                requested: prompt_ids.len() + 1,
+                prompt_tokens: prompt_ids.len(),
+                max_tokens: 1,
+            })
         }
     };
     let params = sampling.to_sglang(max_new)?;
-    Ok(Prepared { prompt_ids, params, stream, include_usage, forward })
+    Ok(Prepared {
+        prompt_ids,
+        params,
+        stream,
+        include_usage,
+        forward,
+    })
 }
 
 fn check_model(app: &AppState, model: &str) -> Result<(), GatewayError> {
@@ -117,22 +163,39 @@ fn check_model(app: &AppState, model: &str) -> Result<(), GatewayError> {
 
 fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {
     let bad = |msg: String| GatewayError::invalid_body(msg, Some(format!("messages[{i}]")));
-    let Some(obj) = m.as_object() else { return Err(bad(format!("messages[{i}] must be an object"))) };
+    let Some(obj) = m.as_object() else {
+        return Err(bad(format!("messages[{i}] must be an object")));
+    };
     match obj.get("role").and_then(Value::as_str) {
         Some(r) if ROLES.contains(&r) => {}
-        Some(r) => return Err(bad(format!("messages[{i}].role `{r}` is not one of {}", ROLES.join(", ")))),
-        None => return Err(bad(format!("messages[{i}].role is required and must be a string"))),
+        Some(r) => {
+            return Err(bad(format!(
+                "messages[{i}].role `{r}` is not one of {}",
+                ROLES.join(", ")
+            )))
+        }
+        None => {
+            return Err(bad(format!(
+                "messages[{i}].role is required and must be a string"
+            )))
+        }
     }
     match obj.get("content") {
         None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Array(_)) => Ok(()),
-        Some(_) => Err(bad(format!("messages[{i}].content must be a string, a list of content parts, or null"))),
+        Some(_) => Err(bad(format!(
+            "messages[{i}].content must be a string, a list of content parts, or null"
+        ))),
     }
 }
 
 fn check_ids(app: &AppState, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
     let vocab = app.tokenizer.vocab_size() as u32;
     match ids.iter().find(|&&t| t >= vocab) {
-        Some(t) => Err(invalid("prompt", format!("token id {t} is outside the vocabulary (size {vocab})")).into()),
+        Some(t) => Err(invalid(
+            "prompt",
+            format!("token id {t} is outside the vocabulary (size {vocab})"),
+        )
+        .into()),
         None => Ok(ids),
     }
 }

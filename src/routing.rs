@@ -35,13 +35,32 @@ pub fn build(kind: PolicyKind) -> Box<dyn Policy> {
 }
 
 /// Healthy workers first; a policy never sees an excluded one.
-pub fn select(policy: &dyn Policy, req: &RouteRequest<'_>, workers: &[Arc<Worker>]) -> Result<Arc<Worker>, RouteError> {
+pub fn select(
+    policy: &dyn Policy,
+    req: &RouteRequest<'_>,
+    workers: &[Arc<Worker>],
+) -> Result<Arc<Worker>, RouteError> {
     let healthy: Vec<&Arc<Worker>> = workers.iter().filter(|w| w.is_healthy()).collect();
-    let i = policy.pick(req, &healthy).ok_or(RouteError::NoHealthyWorker)?;
-    healthy.get(i).map(|w| Arc::clone(w)).ok_or(RouteError::NoHealthyWorker)
+    let i = policy
+        .pick(req, &healthy)
+        .ok_or(RouteError::NoHealthyWorker)?;
+    healthy
+        .get(i)
+        .map(|w| Arc::clone(w))
+        .ok_or(RouteError::NoHealthyWorker)
 }
 
 #[cfg(test)]
 pub(crate) fn test_workers(n: usize) -> Vec<Arc<Worker>> {
-    (0..n).map(|i| Arc::new(Worker::new(crate::workers::WorkerId(i as u32), &format!("http://127.0.0.1:{}", 1000 + i)).unwrap())).collect()
+    (0..n)
+        .map(|i| {
+            Arc::new(
+                Worker::new(
+                    crate::workers::WorkerId(i as u32),
+                    &format!("http://127.0.0.1:{}", 1000 + i),
+                )
+                .unwrap(),
+            )
+        })
+        .collect()
 }

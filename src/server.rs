@@ -22,7 +22,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(handlers::chat::chat))
         .route("/v1/completions", post(handlers::completions::completions))
         .route("/generate", post(handlers::generate::generate))
-        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), auth::require_api_key));
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_api_key,
+        ));
     let mut app: Router<Arc<AppState>> = Router::new()
         .merge(inference)
         .route("/v1/models", get(info::models))
@@ -38,7 +41,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     if state.config.request_timeout_secs > 0 {
         let limit = Duration::from_secs(state.config.request_timeout_secs);
-        app = app.layer(axum::middleware::from_fn(move |req, next| timeout::until_response(limit, req, next)));
+        app = app.layer(axum::middleware::from_fn(move |req, next| {
+            timeout::until_response(limit, req, next)
+        }));
     }
     app.with_state(state)
 }

@@ -103,13 +103,20 @@ pub enum SimError {
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 impl SimOptions {
     fn engine_config(&self, context_length: usize) -> EngineConfig {
         let d = EngineConfig::default();
-        let t = if self.zero_latency { TimingModel::zero() } else { d.timing.clone() };
+        let t = if self.zero_latency {
+            TimingModel::zero()
+        } else {
+            d.timing
+        };
         EngineConfig {
             max_running_requests: self.max_running_requests.unwrap_or(d.max_running_requests),
             max_queued_requests: self.max_queued_requests.or(d.max_queued_requests),
@@ -141,10 +148,16 @@ pub struct SimHandle {
 pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
     let (tokenizer, tokenizer_path) = match &opts.tokenizer_path {
         Some(dir) => (Tokenizer::from_dir(dir)?, dir.display().to_string()),
-        None => (crate::bundled::tokenizer()?, crate::bundled::MODEL_NAME.to_owned()),
+        None => (
+            crate::bundled::tokenizer()?,
+            crate::bundled::MODEL_NAME.to_owned(),
+        ),
     };
     let tokenizer = Arc::new(tokenizer);
-    let context_length = opts.context_length.or(tokenizer.model_max_length()).unwrap_or(32768);
+    let context_length = opts
+        .context_length
+        .or(tokenizer.model_max_length())
+        .unwrap_or(32768);
     let vocab = vocab::OutputVocab::from_tokenizer(&tokenizer)?;
     let config = opts.engine_config(context_length);
     let server_args = serde_json::json!({
@@ -172,10 +185,18 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         started_unix: server::unix_now(),
     });
     let addr = format!("{}:{}", opts.host, opts.port);
-    let tcp = tokio::net::TcpListener::bind(&addr).await.map_err(|source| SimError::Bind { addr: addr.clone(), source })?;
-    let local = tcp.local_addr().map_err(|source| SimError::Bind { addr, source })?;
+    let tcp = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| SimError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local = tcp
+        .local_addr()
+        .map_err(|source| SimError::Bind { addr, source })?;
     let faults_state = Arc::clone(&state);
-    let listener = crate::net::Listener::new(tcp).with_refuse_switch(Arc::new(move || faults_state.faults.refuse_connections()));
+    let listener = crate::net::Listener::new(tcp)
+        .with_refuse_switch(Arc::new(move || faults_state.faults.refuse_connections()));
     let app = server::router(state);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
@@ -194,7 +215,8 @@ impl SimOptions {
             #[command(flatten)]
             sim: SimOptions,
         }
-        let matches = <Wrapper as clap::CommandFactory>::command().try_get_matches_from(std::iter::once("sim").chain(args.iter().copied()))?;
+        let matches = <Wrapper as clap::CommandFactory>::command()
+            .try_get_matches_from(std::iter::once("sim").chain(args.iter().copied()))?;
         Ok(Wrapper::from_arg_matches(&matches)?.sim)
     }
 }

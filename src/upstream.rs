@@ -16,36 +16,50 @@ pub enum UpstreamError {
     #[error("worker {url} did not answer in time ({stage})")]
     Timeout { url: String, stage: &'static str },
     #[error("{message}")]
-    Status { status: StatusCode, message: String, retry_after: Option<u64> },
+    Status {
+        status: StatusCode,
+        message: String,
+        retry_after: Option<u64>,
+    },
     #[error("worker {url} sent an invalid response: {reason}")]
     Protocol { url: String, reason: String },
     #[error("worker {url} broke off the response: {reason}")]
     Disconnected { url: String, reason: String },
     #[error("the worker aborted the generation: {message}")]
-    Aborted { message: String, status: Option<u16> },
+    Aborted {
+        message: String,
+        status: Option<u16>,
+    },
 }
 
 impl UpstreamError {
     /// The status a client sees when this happens before its response started.
     pub fn status(&self) -> StatusCode {
         match self {
-            UpstreamError::Connect { .. } | UpstreamError::Protocol { .. } | UpstreamError::Disconnected { .. } => {
-                StatusCode::BAD_GATEWAY
-            }
+            UpstreamError::Connect { .. }
+            | UpstreamError::Protocol { .. }
+            | UpstreamError::Disconnected { .. } => StatusCode::BAD_GATEWAY,
             UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             UpstreamError::Status { status, .. } if status.is_client_error() => *status,
-            UpstreamError::Status { status, .. } if *status == StatusCode::SERVICE_UNAVAILABLE => *status,
-            UpstreamError::Status { .. } => StatusCode::BAD_GATEWAY,
-            UpstreamError::Aborted { status: Some(code), .. } => {
-                StatusCode::from_u16(*code).ok().filter(|s| s.is_client_error() || s.is_server_error()).unwrap_or(StatusCode::BAD_GATEWAY)
+            UpstreamError::Status { status, .. } if *status == StatusCode::SERVICE_UNAVAILABLE => {
+                *status
             }
+            UpstreamError::Status { .. } => StatusCode::BAD_GATEWAY,
+            UpstreamError::Aborted {
+                status: Some(code), ..
+            } => StatusCode::from_u16(*code)
+                .ok()
+                .filter(|s| s.is_client_error() || s.is_server_error())
+                .unwrap_or(StatusCode::BAD_GATEWAY),
             UpstreamError::Aborted { .. } => StatusCode::BAD_GATEWAY,
         }
     }
 
     pub fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {
-            UpstreamError::Status { status, .. } if status.is_client_error() => ("invalid_request_error", None),
+            UpstreamError::Status { status, .. } if status.is_client_error() => {
+                ("invalid_request_error", None)
+            }
             UpstreamError::Timeout { .. } => ("timeout", Some("upstream_timeout")),
             UpstreamError::Connect { .. } => ("upstream_error", Some("upstream_unreachable")),
             UpstreamError::Aborted { .. } => ("upstream_error", Some("generation_aborted")),

@@ -10,15 +10,24 @@ pub use registry::{Registry, Worker, WorkerId};
 /// Worker URLs must be plain http(s) with a host: no other schemes, no paths that would
 /// change where requests land.
 pub fn validate_url(url: &str) -> Result<(), String> {
-    let uri: axum::http::Uri = url.parse().map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
+    let uri: axum::http::Uri = url
+        .parse()
+        .map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
-        _ => return Err(format!("worker URL `{url}` must start with http:// or https://")),
+        _ => {
+            return Err(format!(
+                "worker URL `{url}` must start with http:// or https://"
+            ))
+        }
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("worker URL `{url}` has no host"));
     }
-    if uri.path_and_query().is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty()) {
+    if uri
+        .path_and_query()
+        .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+    {
         return Err(format!("worker URL `{url}` must not have a path or query"));
     }
     Ok(())
@@ -30,7 +39,13 @@ mod tests {
     fn url_validation() {
         assert!(super::validate_url("http://127.0.0.1:30001").is_ok());
         assert!(super::validate_url("https://worker.local").is_ok());
-        for bad in ["ftp://x", "127.0.0.1:80", "http://", "http://h/v1", "javascript:alert(1)"] {
+        for bad in [
+            "ftp://x",
+            "127.0.0.1:80",
+            "http://",
+            "http://h/v1",
+            "javascript:alert(1)",
+        ] {
             assert!(super::validate_url(bad).is_err(), "{bad}");
         }
     }

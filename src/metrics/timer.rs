@@ -14,7 +14,12 @@ pub struct RequestTimer {
 
 impl RequestTimer {
     pub fn start_at(start: Instant) -> RequestTimer {
-        RequestTimer { start, first: None, last: None, tokens: 0 }
+        RequestTimer {
+            start,
+            first: None,
+            last: None,
+            tokens: 0,
+        }
     }
 
     pub fn started(&self) -> Instant {

@@ -91,7 +91,15 @@ pub struct CompletionRequest {
 }
 
 /// Fields a client may send that we accept and ignore because they do not change the generation.
-pub const HARMLESS_FIELDS: &[&str] = &["best_of", "rid", "separate_reasoning", "return_cached_tokens_details", "metadata", "store", "parallel_tool_calls"];
+pub const HARMLESS_FIELDS: &[&str] = &[
+    "best_of",
+    "rid",
+    "separate_reasoning",
+    "return_cached_tokens_details",
+    "metadata",
+    "store",
+    "parallel_tool_calls",
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Usage {

@@ -12,7 +12,10 @@ pub struct InvalidField {
 }
 
 pub fn invalid(param: &'static str, message: impl Into<String>) -> InvalidField {
-    InvalidField { message: message.into(), param }
+    InvalidField {
+        message: message.into(),
+        param,
+    }
 }
 
 /// Most stop strings a request may carry (OpenAI allows 4; SGLang more; be generous).
@@ -29,17 +32,28 @@ impl Sampling {
         check_range("repetition_penalty", self.repetition_penalty, 0.0, 2.0)?;
         if let Some(k) = self.top_k {
             if k == 0 || k < -1 {
-                return Err(invalid("top_k", "top_k must be -1 (disabled) or at least 1"));
+                return Err(invalid(
+                    "top_k",
+                    "top_k must be -1 (disabled) or at least 1",
+                ));
             }
         }
         let stop = self.stop.clone().map(|s| s.into_vec()).unwrap_or_default();
         if stop.len() > MAX_STOP_STRINGS {
-            return Err(invalid("stop", format!("at most {MAX_STOP_STRINGS} stop sequences are allowed")));
+            return Err(invalid(
+                "stop",
+                format!("at most {MAX_STOP_STRINGS} stop sequences are allowed"),
+            ));
         }
         let min_new_tokens = match self.min_tokens {
             None => None,
             Some(m) if m >= 0 && m <= i64::from(max_new_tokens) => Some(m as u32),
-            Some(_) => return Err(invalid("min_tokens", "min_tokens must be between 0 and max_tokens")),
+            Some(_) => {
+                return Err(invalid(
+                    "min_tokens",
+                    "min_tokens must be between 0 and max_tokens",
+                ))
+            }
         };
         Ok(SamplingParams {
             max_new_tokens: Some(max_new_tokens),
@@ -69,20 +83,32 @@ impl Sampling {
 
 fn check_range(param: &'static str, v: Option<f64>, lo: f64, hi: f64) -> Result<(), InvalidField> {
     match v {
-        Some(x) if !(lo..=hi).contains(&x) => Err(invalid(param, format!("{param} must be between {lo} and {hi}, got {x}"))),
+        Some(x) if !(lo..=hi).contains(&x) => Err(invalid(
+            param,
+            format!("{param} must be between {lo} and {hi}, got {x}"),
+        )),
         _ => Ok(()),
     }
 }
 
 /// The client's token limit: `None` when absent. Rejects zero, negatives and values no context
 /// could hold.
-pub fn requested_max_tokens(param: &'static str, v: Option<i64>, context_length: usize) -> Result<Option<u32>, InvalidField> {
+pub fn requested_max_tokens(
+    param: &'static str,
+    v: Option<i64>,
+    context_length: usize,
+) -> Result<Option<u32>, InvalidField> {
     match v {
         None => Ok(None),
-        Some(n) if n < 1 => Err(invalid(param, format!("{param} must be at least 1, got {n}"))),
+        Some(n) if n < 1 => Err(invalid(
+            param,
+            format!("{param} must be at least 1, got {n}"),
+        )),
         Some(n) if n as u128 > context_length as u128 => Err(invalid(
             param,
-            format!("{param} is {n}, but the model's context length is only {context_length} tokens"),
+            format!(
+                "{param} is {n}, but the model's context length is only {context_length} tokens"
+            ),
         )),
         Some(n) => Ok(Some(n as u32)),
     }
@@ -94,18 +120,40 @@ mod tests {
 
     #[test]
     fn maps_fields_and_checks_ranges() {
-        let s = Sampling { temperature: Some(0.5), seed: Some(7), min_tokens: Some(2), ..Default::default() };
+        let s = Sampling {
+            temperature: Some(0.5),
+            seed: Some(7),
+            min_tokens: Some(2),
+            ..Default::default()
+        };
         let p = s.to_sglang(10).unwrap();
-        assert_eq!((p.max_new_tokens, p.temperature, p.sampling_seed, p.min_new_tokens), (Some(10), Some(0.5), Some(7), Some(2)));
-        let bad = Sampling { temperature: Some(3.0), ..Default::default() };
+        assert_eq!(
+            (
+                p.max_new_tokens,
+                p.temperature,
+                p.sampling_seed,
+                p.min_new_tokens
+            ),
+            (Some(10), Some(0.5), Some(7), Some(2))
+        );
+        let bad = Sampling {
+            temperature: Some(3.0),
+            ..Default::default()
+        };
         assert_eq!(bad.to_sglang(10).unwrap_err().param, "temperature");
-        let bad = Sampling { top_k: Some(0), ..Default::default() };
+        let bad = Sampling {
+            top_k: Some(0),
+            ..Default::default()
+        };
         assert_eq!(bad.to_sglang(10).unwrap_err().param, "top_k");
     }
 
     #[test]
     fn max_tokens_limits() {
-        assert_eq!(requested_max_tokens("max_tokens", Some(5), 100), Ok(Some(5)));
+        assert_eq!(
+            requested_max_tokens("max_tokens", Some(5), 100),
+            Ok(Some(5))
+        );
         assert!(requested_max_tokens("max_tokens", Some(0), 100).is_err());
         assert!(requested_max_tokens("max_tokens", Some(-3), 100).is_err());
         assert!(requested_max_tokens("max_tokens", Some(1 << 40), 100).is_err());

@@ -26,7 +26,11 @@ pub struct SamplingParams {
     pub presence_penalty: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repetition_penalty: Option<f64>,
-    #[serde(skip_serializing_if = "Vec::is_empty", default, deserialize_with = "string_or_list")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        default,
+        deserialize_with = "string_or_list"
+    )]
     pub stop: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub stop_token_ids: Vec<u32>,
@@ -159,20 +163,38 @@ mod tests {
         assert_eq!(c.meta_info.finish_reason.unwrap().openai(), "stop");
         let raw = br#"{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full.","status_code":503}}}"#;
         let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
-        assert!(matches!(c.meta_info.finish_reason, Some(FinishReason::Abort { status_code: Some(503), .. })));
+        assert!(matches!(
+            c.meta_info.finish_reason,
+            Some(FinishReason::Abort {
+                status_code: Some(503),
+                ..
+            })
+        ));
     }
 
     #[test]
     fn sampling_params_skip_unset_fields() {
-        let p = SamplingParams { max_new_tokens: Some(4), ..Default::default() };
-        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"max_new_tokens":4}"#);
+        let p = SamplingParams {
+            max_new_tokens: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"max_new_tokens":4}"#
+        );
     }
 
     #[test]
     fn error_message_reads_all_shapes() {
         assert_eq!(error_message(br#"{"error":"bad"}"#).as_deref(), Some("bad"));
-        assert_eq!(error_message(br#"{"error":{"message":"bad"}}"#).as_deref(), Some("bad"));
-        assert_eq!(error_message(br#"{"object":"error","message":"bad"}"#).as_deref(), Some("bad"));
+        assert_eq!(
+            error_message(br#"{"error":{"message":"bad"}}"#).as_deref(),
+            Some("bad")
+        );
+        assert_eq!(
+            error_message(br#"{"object":"error","message":"bad"}"#).as_deref(),
+            Some("bad")
+        );
         assert_eq!(error_message(b"not json"), None);
     }
 }

@@ -24,7 +24,19 @@ pub async fn respond(mut generation: Generation, format: Formatter) -> Response 
             Err(e) => return GatewayError::Upstream(e).into_response(),
         }
     }
-    let usage = Usage::new(generation.prompt_tokens, generation.completion_tokens, generation.cached_tokens);
+    let usage = Usage::new(
+        generation.prompt_tokens,
+        generation.completion_tokens,
+        generation.cached_tokens,
+    );
     let body = format.complete(&text, finish, usage);
-    (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }

@@ -6,7 +6,8 @@ use bytes::Bytes;
 
 use crate::error::GatewayError;
 use crate::protocol::openai::{
-    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, TextChoice, TextChunk, TextCompletion, Usage,
+    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, TextChoice,
+    TextChunk, TextCompletion, Usage,
 };
 use crate::stream::sse;
 
@@ -26,22 +27,53 @@ pub struct Formatter {
 
 impl Formatter {
     pub fn new(kind: Kind, rid: &str, model: Arc<str>) -> Formatter {
-        let prefix = if kind == Kind::Chat { "chatcmpl-" } else { "cmpl-" };
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        Formatter { kind, id: format!("{prefix}{rid}"), created, model }
+        let prefix = if kind == Kind::Chat {
+            "chatcmpl-"
+        } else {
+            "cmpl-"
+        };
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Formatter {
+            kind,
+            id: format!("{prefix}{rid}"),
+            created,
+            model,
+        }
     }
 
     /// Chat streams open with the assistant role (OpenAI sends it with empty content).
     pub fn role_chunk(&self) -> Option<Bytes> {
-        (self.kind == Kind::Chat).then(|| self.chat_chunk(Delta { role: Some("assistant"), content: Some("") }, None))
+        (self.kind == Kind::Chat).then(|| {
+            self.chat_chunk(
+                Delta {
+                    role: Some("assistant"),
+                    content: Some(""),
+                },
+                None,
+            )
+        })
     }
 
     /// New text; for completions the finish reason rides on the same chunk.
     pub fn text_chunk(&self, text: &str, finish: Option<&'static str>) -> Bytes {
         match self.kind {
-            Kind::Chat => self.chat_chunk(Delta { role: None, content: Some(text) }, None),
+            Kind::Chat => self.chat_chunk(
+                Delta {
+                    role: None,
+                    content: Some(text),
+                },
+                None,
+            ),
             Kind::Completion => {
-                let choices = [TextChoice { index: 0, text, logprobs: None, finish_reason: finish }];
+                let choices = [TextChoice {
+                    index: 0,
+                    text,
+                    logprobs: None,
+                    finish_reason: finish,
+                }];
                 sse::json_event(&TextChunk {
                     id: &self.id,
                     object: "text_completion",
@@ -81,7 +113,12 @@ impl Formatter {
     }
 
     fn chat_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>) -> Bytes {
-        let choices = [ChatChunkChoice { index: 0, delta, logprobs: None, finish_reason: finish }];
+        let choices = [ChatChunkChoice {
+            index: 0,
+            delta,
+            logprobs: None,
+            finish_reason: finish,
+        }];
         sse::json_event(&ChatChunk {
             id: &self.id,
             object: "chat.completion.chunk",
@@ -102,7 +139,10 @@ impl Formatter {
                 model: &self.model,
                 choices: [ChatChoice {
                     index: 0,
-                    message: AssistantMessage { role: "assistant", content: text },
+                    message: AssistantMessage {
+                        role: "assistant",
+                        content: text,
+                    },
                     logprobs: None,
                     finish_reason: finish,
                 }],
@@ -113,7 +153,12 @@ impl Formatter {
                 object: "text_completion",
                 created: self.created,
                 model: &self.model,
-                choices: [TextChoice { index: 0, text, logprobs: None, finish_reason: Some(finish) }],
+                choices: [TextChoice {
+                    index: 0,
+                    text,
+                    logprobs: None,
+                    finish_reason: Some(finish),
+                }],
                 usage,
             }),
         };

@@ -32,7 +32,18 @@ impl Generation {
         metrics: Arc<Metrics>,
         endpoint: Endpoint,
     ) -> Generation {
-        Generation { upstream, guard, abort, timer, metrics, endpoint, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, done: false }
+        Generation {
+            upstream,
+            guard,
+            abort,
+            timer,
+            metrics,
+            endpoint,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            done: false,
+        }
     }
 
     /// The next delta; `Ok(None)` after the finishing one.
@@ -44,9 +55,15 @@ impl Generation {
             Ok(Some(delta)) => {
                 if !self.timer.has_first_token() && delta.new_tokens > 0 {
                     self.guard.prefill_done();
-                    self.metrics.stage(Stage::UpstreamFirstToken, self.timer.started().elapsed().as_secs_f64());
+                    self.metrics.stage(
+                        Stage::UpstreamFirstToken,
+                        self.timer.started().elapsed().as_secs_f64(),
+                    );
                 }
-                self.timer.tokens(u64::from(delta.new_tokens), self.metrics.latency(self.endpoint));
+                self.timer.tokens(
+                    u64::from(delta.new_tokens),
+                    self.metrics.latency(self.endpoint),
+                );
                 self.prompt_tokens = delta.prompt_tokens;
                 self.completion_tokens = delta.completion_tokens;
                 self.cached_tokens = delta.cached_tokens;
@@ -90,7 +107,8 @@ impl Generation {
         self.timer.finish(m.latency(self.endpoint));
         m.request_done(self.endpoint, status);
         m.prompt_tokens.inc_by(u64::from(self.prompt_tokens));
-        m.completion_tokens.inc_by(u64::from(self.completion_tokens));
+        m.completion_tokens
+            .inc_by(u64::from(self.completion_tokens));
         m.cached_tokens.inc_by(u64::from(self.cached_tokens));
     }
 

@@ -34,7 +34,16 @@ pub struct Forward {
 }
 
 pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
-    let Forward { client, guard, abort, path, body, endpoint, metrics, timer } = f;
+    let Forward {
+        client,
+        guard,
+        abort,
+        path,
+        body,
+        endpoint,
+        metrics,
+        timer,
+    } = f;
     let resp = match client.post_json(guard.worker(), path, body).await {
         Ok(r) => r,
         Err(e) => {
@@ -46,17 +55,37 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
             return Err(e.into());
         }
     };
-    metrics.stage(Stage::UpstreamHeaders, timer.started().elapsed().as_secs_f64());
+    metrics.stage(
+        Stage::UpstreamHeaders,
+        timer.started().elapsed().as_secs_f64(),
+    );
     let status = resp.status();
-    let content_type = resp.headers().get(header::CONTENT_TYPE).cloned().unwrap_or(HeaderValue::from_static("application/json"));
+    let content_type = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("application/json"));
     let streaming = content_type.as_bytes().starts_with(b"text/event-stream");
-    let mut watch = Watch { guard, abort, timer, metrics, endpoint, observer: Observer::default(), done: false };
+    let mut watch = Watch {
+        guard,
+        abort,
+        timer,
+        metrics,
+        endpoint,
+        observer: Observer::default(),
+        done: false,
+    };
     if !streaming {
-        let collected = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES).collect().await;
+        let collected = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await;
         let bytes = match collected {
             Ok(b) => b.to_bytes(),
             Err(e) => {
-                let err = UpstreamError::Disconnected { url: watch.guard.worker().url.clone(), reason: e.to_string() };
+                let err = UpstreamError::Disconnected {
+                    url: watch.guard.worker().url.clone(),
+                    reason: e.to_string(),
+                };
                 watch.metrics.upstream_error(err.metric_label());
                 return Err(err.into());
             }
@@ -69,34 +98,42 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         return Ok((status, [(header::CONTENT_TYPE, content_type)], bytes).into_response());
     }
     let upstream = resp.into_body();
-    let stream = futures_util::stream::unfold(Some((upstream, watch, SseParser::new(64 * 1024 * 1024))), |st| async move {
-        let (mut upstream, mut watch, mut parser) = st?;
-        match upstream.frame().await {
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else { return Some((Ok(Bytes::new()), Some((upstream, watch, parser)))) };
-                parser.push(&data);
-                while let Ok(Some(ev)) = parser.next_event() {
-                    let new = watch.observer.event(&ev.data);
-                    watch.tokens(new);
+    let stream = futures_util::stream::unfold(
+        Some((upstream, watch, SseParser::new(64 * 1024 * 1024))),
+        |st| async move {
+            let (mut upstream, mut watch, mut parser) = st?;
+            match upstream.frame().await {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        return Some((Ok(Bytes::new()), Some((upstream, watch, parser))));
+                    };
+                    parser.push(&data);
+                    while let Ok(Some(ev)) = parser.next_event() {
+                        let new = watch.observer.event(&ev.data);
+                        watch.tokens(new);
+                    }
+                    Some((Ok(data), Some((upstream, watch, parser))))
                 }
-                Some((Ok(data), Some((upstream, watch, parser))))
+                Some(Err(e)) => {
+                    watch.metrics.upstream_error("disconnected");
+                    watch.finish(502);
+                    Some((Err(e), None))
+                }
+                None => {
+                    watch.finish(200);
+                    None
+                }
             }
-            Some(Err(e)) => {
-                watch.metrics.upstream_error("disconnected");
-                watch.finish(502);
-                Some((Err(e), None))
-            }
-            None => {
-                watch.finish(200);
-                None
-            }
-        }
-    });
+        },
+    );
     let mut resp = (status, Body::from_stream(stream)).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, content_type);
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+    h.insert(
+        header::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
     Ok(resp)
 }
 
@@ -115,7 +152,10 @@ impl Watch {
     fn tokens(&mut self, n: u64) {
         if n > 0 && !self.timer.has_first_token() {
             self.guard.prefill_done();
-            self.metrics.stage(Stage::UpstreamFirstToken, self.timer.started().elapsed().as_secs_f64());
+            self.metrics.stage(
+                Stage::UpstreamFirstToken,
+                self.timer.started().elapsed().as_secs_f64(),
+            );
         }
         self.timer.tokens(n, self.metrics.latency(self.endpoint));
     }
@@ -134,7 +174,8 @@ impl Watch {
         self.timer.finish(m.latency(self.endpoint));
         m.request_done(self.endpoint, status);
         m.prompt_tokens.inc_by(self.observer.prompt_tokens);
-        m.completion_tokens.inc_by(self.observer.completion_tokens.max(self.observer.chunks));
+        m.completion_tokens
+            .inc_by(self.observer.completion_tokens.max(self.observer.chunks));
         m.cached_tokens.inc_by(self.observer.cached_tokens);
     }
 }
@@ -211,17 +252,25 @@ struct DeltaView<'a> {
 impl Observer {
     /// New tokens this event carried.
     fn event(&mut self, data: &[u8]) -> u64 {
-        let Ok(chunk) = serde_json::from_slice::<AnyChunk>(data) else { return 0 };
+        let Ok(chunk) = serde_json::from_slice::<AnyChunk>(data) else {
+            return 0;
+        };
         self.usage(&chunk);
         if let Some(meta) = chunk.meta_info {
-            let new = meta.completion_tokens.saturating_sub(self.completion_tokens);
+            let new = meta
+                .completion_tokens
+                .saturating_sub(self.completion_tokens);
             self.completion_tokens = self.completion_tokens.max(meta.completion_tokens);
             self.prompt_tokens = meta.prompt_tokens;
             self.cached_tokens = meta.cached_tokens;
             return new;
         }
         let has_text = chunk.choices.iter().flatten().any(|c| {
-            c.text.as_deref().is_some_and(|t| !t.is_empty()) || c.delta.as_ref().and_then(|d| d.content.as_deref()).is_some_and(|t| !t.is_empty())
+            c.text.as_deref().is_some_and(|t| !t.is_empty())
+                || c.delta
+                    .as_ref()
+                    .and_then(|d| d.content.as_deref())
+                    .is_some_and(|t| !t.is_empty())
         });
         if has_text {
             self.chunks += 1;
@@ -244,7 +293,10 @@ impl Observer {
         if let Some(u) = &chunk.usage {
             self.completion_tokens = u.completion_tokens;
             self.prompt_tokens = u.prompt_tokens;
-            self.cached_tokens = u.prompt_tokens_details.as_ref().map_or(0, |d| d.cached_tokens);
+            self.cached_tokens = u
+                .prompt_tokens_details
+                .as_ref()
+                .map_or(0, |d| d.cached_tokens);
         }
     }
 }

@@ -21,7 +21,12 @@ struct State {
 }
 
 pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -> Response {
-    let state = State { generation, format, include_usage, started: false };
+    let state = State {
+        generation,
+        format,
+        include_usage,
+        started: false,
+    };
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
         let mut out = BytesMut::new();
@@ -35,7 +40,9 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
             match st.generation.next().await {
                 Ok(Some(delta)) => {
                     let finish = delta.finish.as_ref().map(|f| f.openai());
-                    if !delta.text.is_empty() || (finish.is_some() && st.format.kind == Kind::Completion) {
+                    if !delta.text.is_empty()
+                        || (finish.is_some() && st.format.kind == Kind::Completion)
+                    {
                         out.extend_from_slice(&st.format.text_chunk(&delta.text, finish));
                     }
                     if let Some(finish) = finish {
@@ -44,7 +51,8 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
                         }
                         if st.include_usage {
                             let g = &st.generation;
-                            let usage = Usage::new(g.prompt_tokens, g.completion_tokens, g.cached_tokens);
+                            let usage =
+                                Usage::new(g.prompt_tokens, g.completion_tokens, g.cached_tokens);
                             out.extend_from_slice(&st.format.usage_chunk(&usage));
                         }
                         out.extend_from_slice(sse::DONE);
@@ -71,9 +79,15 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
 pub fn sse_headers(body: Body) -> Response {
     (
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-            (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
         ],
         body,
     )

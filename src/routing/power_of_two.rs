@@ -37,7 +37,10 @@ mod tests {
         let _busy = LoadGuard::book(Arc::clone(&ws[0]), 0);
         let refs: Vec<_> = ws.iter().collect();
         for _ in 0..50 {
-            assert_eq!(PowerOfTwo.pick(&RouteRequest { prompt_ids: &[] }, &refs), Some(1));
+            assert_eq!(
+                PowerOfTwo.pick(&RouteRequest { prompt_ids: &[] }, &refs),
+                Some(1)
+            );
         }
     }
 }

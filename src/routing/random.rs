@@ -26,7 +26,9 @@ mod tests {
         let refs: Vec<_> = ws.iter().collect();
         let mut seen = [false; 4];
         for _ in 0..400 {
-            seen[Random.pick(&RouteRequest { prompt_ids: &[] }, &refs).unwrap()] = true;
+            seen[Random
+                .pick(&RouteRequest { prompt_ids: &[] }, &refs)
+                .unwrap()] = true;
         }
         assert!(seen.iter().all(|s| *s));
     }

@@ -11,7 +11,11 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use crate::error::GatewayError;
 
-pub async fn require_api_key(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub async fn require_api_key(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
     if let Some(key) = state.config.api_key.as_deref() {
         let given = req
             .headers()

@@ -18,7 +18,11 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
     type Rejection = GatewayError;
 
     async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
-        let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let ct = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         let mime = ct.split(';').next().unwrap_or("").trim();
         if !mime.eq_ignore_ascii_case("application/json") {
             return Err(GatewayError::UnsupportedMediaType);
@@ -26,9 +30,14 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
         match Bytes::from_request(req, state).await {
             Ok(b) => Ok(JsonBytes(b)),
             Err(rejection) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(GatewayError::PayloadTooLarge { limit: state.config.max_body_bytes })
+                Err(GatewayError::PayloadTooLarge {
+                    limit: state.config.max_body_bytes,
+                })
             }
-            Err(rejection) => Err(GatewayError::invalid_body(format!("could not read the request body: {rejection}"), None)),
+            Err(rejection) => Err(GatewayError::invalid_body(
+                format!("could not read the request body: {rejection}"),
+                None,
+            )),
         }
     }
 }
@@ -40,7 +49,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let param = (path != "." && !path.is_empty()).then_some(path);
-        let what = if inner.is_syntax() || inner.is_eof() { "invalid JSON in request body" } else { "invalid request" };
+        let what = if inner.is_syntax() || inner.is_eof() {
+            "invalid JSON in request body"
+        } else {
+            "invalid request"
+        };
         GatewayError::invalid_body(format!("{what}: {inner}"), param)
     })
 }

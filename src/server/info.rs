@@ -12,13 +12,25 @@ use crate::error::GatewayError;
 use crate::protocol::openai::{ModelCard, ModelList};
 
 fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(body).unwrap_or_default()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+        .into_response()
 }
 
 pub async fn models(State(app): State<Arc<AppState>>) -> Response {
     let list = ModelList {
         object: "list",
-        data: [ModelCard { id: &app.model, object: "model", created: 0, owned_by: "switchboard", root: &app.model, max_model_len: app.context_length }],
+        data: [ModelCard {
+            id: &app.model,
+            object: "model",
+            created: 0,
+            owned_by: "switchboard",
+            root: &app.model,
+            max_model_len: app.context_length,
+        }],
     };
     json_response(StatusCode::OK, &list)
 }
@@ -32,22 +44,44 @@ pub async fn health() -> StatusCode {
 pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
     let workers = app.registry.snapshot();
     let healthy = workers.iter().filter(|w| w.is_healthy()).count();
-    let status = if healthy > 0 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    json_response(status, &json!({ "status": if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }))
+    let status = if healthy > 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(
+        status,
+        &json!({ "status": if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }),
+    )
 }
 
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
     for w in app.registry.snapshot().iter() {
-        app.metrics.worker_in_flight.with_label_values(&[&w.url]).set(w.in_flight() as i64);
-        app.metrics.worker_healthy.with_label_values(&[&w.url]).set(i64::from(w.is_healthy()));
+        app.metrics
+            .worker_in_flight
+            .with_label_values(&[&w.url])
+            .set(w.in_flight() as i64);
+        app.metrics
+            .worker_healthy
+            .with_label_values(&[&w.url])
+            .set(i64::from(w.is_healthy()));
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.metrics.render()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
 }
 
 pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
     let c = &app.config;
-    let workers: Vec<_> = app.registry.snapshot().iter().map(|w| json!({"url": w.url, "healthy": w.is_healthy(), "in_flight": w.in_flight()})).collect();
+    let workers: Vec<_> = app
+        .registry
+        .snapshot()
+        .iter()
+        .map(|w| json!({"url": w.url, "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
+        .collect();
     json_response(
         StatusCode::OK,
         &json!({

@@ -9,7 +9,12 @@ pub fn from_headers(headers: &HeaderMap) -> String {
     headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= MAX_LEN && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)))
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= MAX_LEN
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        })
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
 }

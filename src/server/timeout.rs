@@ -13,6 +13,10 @@ use crate::upstream::UpstreamError;
 pub async fn until_response(limit: Duration, req: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
-        Err(_) => GatewayError::Upstream(UpstreamError::Timeout { url: "(any)".into(), stage: "request timeout" }).into_response(),
+        Err(_) => GatewayError::Upstream(UpstreamError::Timeout {
+            url: "(any)".into(),
+            stage: "request timeout",
+        })
+        .into_response(),
     }
 }

@@ -56,8 +56,17 @@ impl Drop for Ticket {
 impl Driver {
     /// Starts the stepping task on the current runtime.
     pub fn start(engine: Engine, time_scale: f64) -> Arc<Driver> {
-        let core = Core { engine, subscribers: HashMap::new(), next_id: 0, steps: 0 };
-        let driver = Arc::new(Driver { core: Mutex::new(core), wake: Notify::new(), time_scale });
+        let core = Core {
+            engine,
+            subscribers: HashMap::new(),
+            next_id: 0,
+            steps: 0,
+        };
+        let driver = Arc::new(Driver {
+            core: Mutex::new(core),
+            wake: Notify::new(),
+            time_scale,
+        });
         tokio::spawn(Arc::clone(&driver).run());
         driver
     }
@@ -67,25 +76,44 @@ impl Driver {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn submit(self: &Arc<Self>, rid: &str, prompt: Vec<u32>, output: Vec<u32>) -> Result<Ticket, Rejection> {
+    pub fn submit(
+        self: &Arc<Self>,
+        rid: &str,
+        prompt: Vec<u32>,
+        output: Vec<u32>,
+    ) -> Result<Ticket, Rejection> {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = {
             let mut core = self.lock();
             let id = RequestId(core.next_id);
             core.next_id += 1;
             core.engine.submit(NewRequest { id, prompt, output })?;
-            core.subscribers.insert(id, Subscriber { rid: rid.to_owned(), tx });
+            core.subscribers.insert(
+                id,
+                Subscriber {
+                    rid: rid.to_owned(),
+                    tx,
+                },
+            );
             id
         };
         self.wake.notify_one();
-        Ok(Ticket { driver: Arc::clone(self), id, events: rx })
+        Ok(Ticket {
+            driver: Arc::clone(self),
+            id,
+            events: rx,
+        })
     }
 
     /// SGLang matches rids by prefix, so one abort also ends `n > 1` sub-requests.
     pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
         let mut core = self.lock();
-        let ids: Vec<RequestId> =
-            core.subscribers.iter().filter(|(_, s)| all || s.rid.starts_with(rid_prefix)).map(|(id, _)| *id).collect();
+        let ids: Vec<RequestId> = core
+            .subscribers
+            .iter()
+            .filter(|(_, s)| all || s.rid.starts_with(rid_prefix))
+            .map(|(id, _)| *id)
+            .collect();
         for id in &ids {
             core.engine.abort(*id);
             if let Some(sub) = core.subscribers.remove(id) {
@@ -144,7 +172,11 @@ impl Driver {
         for ev in events {
             let (id, progress) = match ev {
                 Event::Started { id, cached_tokens } => (id, Progress::Started { cached_tokens }),
-                Event::Token { id, produced, finished } => (id, Progress::Tokens { produced, finished }),
+                Event::Token {
+                    id,
+                    produced,
+                    finished,
+                } => (id, Progress::Tokens { produced, finished }),
             };
             let finished = matches!(progress, Progress::Tokens { finished: true, .. });
             if let Some(sub) = core.subscribers.get(&id) {

@@ -39,11 +39,17 @@ pub struct Faults {
 
 impl Faults {
     pub fn new(config: FaultConfig) -> Faults {
-        Faults { config: RwLock::new(config), since: Instant::now() }
+        Faults {
+            config: RwLock::new(config),
+            since: Instant::now(),
+        }
     }
 
     pub fn get(&self) -> FaultConfig {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn set(&self, config: FaultConfig) {
@@ -51,7 +57,10 @@ impl Faults {
     }
 
     pub fn refuse_connections(&self) -> bool {
-        self.config.read().map(|c| c.refuse_connections).unwrap_or(false)
+        self.config
+            .read()
+            .map(|c| c.refuse_connections)
+            .unwrap_or(false)
     }
 
     pub fn should_fail(&self) -> bool {

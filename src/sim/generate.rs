@@ -48,26 +48,43 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         Err(e) => return bad_request(&e.to_string()),
     };
     // SGLang 0.5.23 rejects unknown sampling keys with a plain-string `error`.
-    let params: SamplingParams = match input.sampling_params.map(serde_json::from_value).transpose() {
+    let params: SamplingParams = match input
+        .sampling_params
+        .map(serde_json::from_value)
+        .transpose()
+    {
         Ok(p) => p.unwrap_or_default(),
-        Err(e) => return json(axum::http::StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e.to_string() })),
+        Err(e) => {
+            return json(
+                axum::http::StatusCode::BAD_REQUEST,
+                &serde_json::json!({ "error": e.to_string() }),
+            )
+        }
     };
     let prompt = match (input.text, input.input_ids) {
         (None, Some(ids)) => match serde_json::from_value::<Vec<u32>>(ids) {
             Ok(ids) => ids,
-            Err(_) => return bad_request("input_ids must be a list of token ids (batch requests are not simulated)"),
+            Err(_) => {
+                return bad_request(
+                    "input_ids must be a list of token ids (batch requests are not simulated)",
+                )
+            }
         },
         (Some(Value::String(text)), None) => match state.tokenizer.encode(&text, true) {
             Ok(ids) => ids,
             Err(e) => return bad_request(&e.to_string()),
         },
-        (Some(_), None) => return bad_request("text must be a string (batch requests are not simulated)"),
+        (Some(_), None) => {
+            return bad_request("text must be a string (batch requests are not simulated)")
+        }
         _ => return bad_request("Exactly one of text or input_ids must be given."),
     };
     if prompt.is_empty() {
         return bad_request("The input is empty.");
     }
-    let rid = input.rid.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let rid = input
+        .rid
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     let mut run = match Run::start(&state, rid, prompt, &params) {
         Ok(run) => run,
         Err(e) => return run_error(e),
@@ -83,7 +100,11 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         let (mut run, sent_ids, sent_text) = st?;
         match run.next().await {
             Ok(Some(_)) => {
-                let (ids_from, text_from) = if incremental { (sent_ids, sent_text) } else { (0, 0) };
+                let (ids_from, text_from) = if incremental {
+                    (sent_ids, sent_text)
+                } else {
+                    (0, 0)
+                };
                 let chunk = sse::json_event(&output(&run, ids_from, text_from));
                 let next = (run.produced, run.text().len());
                 Some((Ok(chunk), Some((run, next.0, next.1))))
@@ -121,11 +142,16 @@ fn output(run: &Run, ids_from: usize, text_from: usize) -> GenerateOutput<'_> {
 pub fn run_error(e: RunError) -> Response {
     use axum::http::StatusCode;
     match e {
-        RunError::BadRequest(msg) => json(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": { "message": msg } })),
+        RunError::BadRequest(msg) => json(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({ "error": { "message": msg } }),
+        ),
         RunError::QueueFull => json(
             StatusCode::SERVICE_UNAVAILABLE,
             &serde_json::json!({"object":"error","message":"The request queue is full.","type":"503","param":null,"code":503}),
         ),
-        RunError::Injected => (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response(),
+        RunError::Injected => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
+        }
     }
 }

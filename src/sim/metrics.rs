@@ -4,6 +4,9 @@ use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, Opts, Registry, 
 
 use super::engine::LoadSnapshot;
 
+/// Reads one gauge's value from a load snapshot at scrape time.
+type ReadLoad = fn(&LoadSnapshot) -> f64;
+
 pub struct SimMetrics {
     registry: Registry,
     pub requests: IntCounter,
@@ -14,16 +17,19 @@ pub struct SimMetrics {
     pub ttft: Histogram,
     pub itl: Histogram,
     pub e2e: Histogram,
-    gauges: Vec<(prometheus::Gauge, fn(&LoadSnapshot) -> f64)>,
+    gauges: Vec<(prometheus::Gauge, ReadLoad)>,
 }
 
-const LATENCY_BUCKETS: &[f64] =
-    &[0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0];
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0,
+    20.0, 40.0, 80.0,
+];
 
 impl SimMetrics {
     pub fn new(model_name: &str) -> prometheus::Result<SimMetrics> {
         let registry = Registry::new();
-        let labelled = |name: &str, help: &str| Opts::new(name, help).const_label("model_name", model_name);
+        let labelled =
+            |name: &str, help: &str| Opts::new(name, help).const_label("model_name", model_name);
         let counter = |name: &str, help: &str| -> prometheus::Result<IntCounter> {
             let c = IntCounter::with_opts(labelled(name, help))?;
             registry.register(Box::new(c.clone()))?;
@@ -31,26 +37,49 @@ impl SimMetrics {
         };
         let histogram = |name: &str, help: &str| -> prometheus::Result<Histogram> {
             let h = Histogram::with_opts(
-                HistogramOpts::new(name, help).const_label("model_name", model_name).buckets(LATENCY_BUCKETS.to_vec()),
+                HistogramOpts::new(name, help)
+                    .const_label("model_name", model_name)
+                    .buckets(LATENCY_BUCKETS.to_vec()),
             )?;
             registry.register(Box::new(h.clone()))?;
             Ok(h)
         };
         let requests = counter("sglang:num_requests_total", "Generation requests received")?;
-        let aborted = counter("sglang:num_aborted_requests_total", "Requests aborted before they finished")?;
+        let aborted = counter(
+            "sglang:num_aborted_requests_total",
+            "Requests aborted before they finished",
+        )?;
         let prompt_tokens = counter("sglang:prompt_tokens_total", "Prompt tokens")?;
         let generation_tokens = counter("sglang:generation_tokens_total", "Generated tokens")?;
-        let cached_tokens = counter("sglang:cached_tokens_total", "Prompt tokens served from the prefix cache")?;
+        let cached_tokens = counter(
+            "sglang:cached_tokens_total",
+            "Prompt tokens served from the prefix cache",
+        )?;
         let ttft = histogram("sglang:time_to_first_token_seconds", "Time to first token")?;
         let itl = histogram("sglang:inter_token_latency_seconds", "Time between tokens")?;
-        let e2e = histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency")?;
-        let gauge_defs: [(&str, &str, fn(&LoadSnapshot) -> f64); 6] = [
-            ("sglang:num_running_reqs", "Running requests", |l| l.num_running_reqs as f64),
-            ("sglang:num_queue_reqs", "Waiting requests", |l| l.num_waiting_reqs as f64),
-            ("sglang:num_used_tokens", "KV tokens in use", |l| l.num_used_tokens as f64),
+        let e2e = histogram(
+            "sglang:e2e_request_latency_seconds",
+            "End-to-end request latency",
+        )?;
+        let gauge_defs: [(&str, &str, ReadLoad); 6] = [
+            ("sglang:num_running_reqs", "Running requests", |l| {
+                l.num_running_reqs as f64
+            }),
+            ("sglang:num_queue_reqs", "Waiting requests", |l| {
+                l.num_waiting_reqs as f64
+            }),
+            ("sglang:num_used_tokens", "KV tokens in use", |l| {
+                l.num_used_tokens as f64
+            }),
             ("sglang:token_usage", "KV usage 0-1", |l| l.token_usage),
-            ("sglang:cache_hit_rate", "Prefix cache hit rate", |l| l.cache_hit_rate),
-            ("sglang:max_total_num_tokens", "KV capacity in tokens", |l| l.max_total_num_tokens as f64),
+            ("sglang:cache_hit_rate", "Prefix cache hit rate", |l| {
+                l.cache_hit_rate
+            }),
+            (
+                "sglang:max_total_num_tokens",
+                "KV capacity in tokens",
+                |l| l.max_total_num_tokens as f64,
+            ),
         ];
         let mut gauges = Vec::new();
         for (name, help, read) in gauge_defs {
@@ -58,7 +87,18 @@ impl SimMetrics {
             registry.register(Box::new(g.clone()))?;
             gauges.push((g, read));
         }
-        Ok(SimMetrics { registry, requests, aborted, prompt_tokens, generation_tokens, cached_tokens, ttft, itl, e2e, gauges })
+        Ok(SimMetrics {
+            registry,
+            requests,
+            aborted,
+            prompt_tokens,
+            generation_tokens,
+            cached_tokens,
+            ttft,
+            itl,
+            e2e,
+            gauges,
+        })
     }
 
     pub fn render(&self, loads: &LoadSnapshot) -> String {

@@ -19,7 +19,10 @@ use crate::tokenize::ChatTemplateInput;
 
 /// SGLang's OpenAI error shape.
 fn oai_error(status: StatusCode, message: &str) -> Response {
-    json(status, &json!({"object":"error","message":message,"type":"BadRequest","param":null,"code":status.as_u16()}))
+    json(
+        status,
+        &json!({"object":"error","message":message,"type":"BadRequest","param":null,"code":status.as_u16()}),
+    )
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -47,7 +50,18 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);
-    respond(state, Kind::Chat, req.model, prompt, &req.sampling, max, None, req.stream, req.stream_options.is_some_and(|o| o.include_usage)).await
+    respond(
+        state,
+        Kind::Chat,
+        req.model,
+        prompt,
+        &req.sampling,
+        max,
+        None,
+        req.stream,
+        req.stream_options.is_some_and(|o| o.include_usage),
+    )
+    .await
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -65,7 +79,18 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
     };
     // OpenAI's completions default.
     let max = req.sampling.max_tokens.or(Some(16));
-    respond(state, Kind::Text, req.model, prompt, &req.sampling, max, None, req.stream, req.stream_options.is_some_and(|o| o.include_usage)).await
+    respond(
+        state,
+        Kind::Text,
+        req.model,
+        prompt,
+        &req.sampling,
+        max,
+        None,
+        req.stream,
+        req.stream_options.is_some_and(|o| o.include_usage),
+    )
+    .await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -105,10 +130,18 @@ async fn respond(
         let usage = usage(&run, state.cache_report);
         let (finish, matched) = finish_fields(&run);
         let choice = match kind {
-            Kind::Chat => json!({"index":0,"message":{"role":"assistant","content":run.text(),"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":finish,"matched_stop":matched}),
-            Kind::Text => json!({"index":0,"text":run.text(),"logprobs":null,"finish_reason":finish,"matched_stop":matched}),
+            Kind::Chat => {
+                json!({"index":0,"message":{"role":"assistant","content":run.text(),"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":finish,"matched_stop":matched})
+            }
+            Kind::Text => {
+                json!({"index":0,"text":run.text(),"logprobs":null,"finish_reason":finish,"matched_stop":matched})
+            }
         };
-        let object = if kind == Kind::Chat { "chat.completion" } else { "text_completion" };
+        let object = if kind == Kind::Chat {
+            "chat.completion"
+        } else {
+            "text_completion"
+        };
         let body = json!({"id":run.rid,"object":object,"created":created,"model":model,"choices":[choice],"usage":usage});
         return json(StatusCode::OK, &body);
     }
@@ -121,19 +154,44 @@ async fn respond(
                 Ok(Some(update)) => {
                     let text = &run.text()[sent.min(run.text().len())..];
                     let mut out = Vec::new();
-                    let (finish, matched) = if update.finished { finish_fields(&run) } else { (Value::Null, Value::Null) };
+                    let (finish, matched) = if update.finished {
+                        finish_fields(&run)
+                    } else {
+                        (Value::Null, Value::Null)
+                    };
                     match kind {
                         Kind::Chat => {
                             if sent == 0 && run.produced == update.new_tokens {
                                 let delta = json!({"reasoning_content":null,"role":"assistant","content":""});
-                                out.extend(chat_chunk(&run.rid, created, &model, delta, Value::Null, Value::Null));
+                                out.extend(chat_chunk(
+                                    &run.rid,
+                                    created,
+                                    &model,
+                                    delta,
+                                    Value::Null,
+                                    Value::Null,
+                                ));
                             }
                             if !text.is_empty() {
                                 let delta = json!({"reasoning_content":null,"content":text});
-                                out.extend(chat_chunk(&run.rid, created, &model, delta, Value::Null, Value::Null));
+                                out.extend(chat_chunk(
+                                    &run.rid,
+                                    created,
+                                    &model,
+                                    delta,
+                                    Value::Null,
+                                    Value::Null,
+                                ));
                             }
                             if update.finished {
-                                out.extend(chat_chunk(&run.rid, created, &model, json!({"reasoning_content":null}), finish, matched));
+                                out.extend(chat_chunk(
+                                    &run.rid,
+                                    created,
+                                    &model,
+                                    json!({"reasoning_content":null}),
+                                    finish,
+                                    matched,
+                                ));
                             }
                         }
                         Kind::Text => {
@@ -142,7 +200,11 @@ async fn respond(
                         }
                     }
                     if update.finished && include_usage {
-                        let object = if kind == Kind::Chat { "chat.completion.chunk" } else { "text_completion" };
+                        let object = if kind == Kind::Chat {
+                            "chat.completion.chunk"
+                        } else {
+                            "text_completion"
+                        };
                         out.extend(sse::json_event(&json!({"id":run.rid,"object":object,"created":created,"model":model,"choices":[],"usage":usage(&run, cache_report)})));
                     }
                     let sent = run.text().len();
@@ -150,8 +212,17 @@ async fn respond(
                 }
                 Ok(None) if run.aborted => {
                     let chunk = match kind {
-                        Kind::Chat => chat_chunk(&run.rid, created, &model, json!({"reasoning_content":null}), json!("abort"), Value::Null),
-                        Kind::Text => sse::json_event(&json!({"id":run.rid,"object":"text_completion","created":created,"model":model,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"abort","matched_stop":null}],"usage":null})),
+                        Kind::Chat => chat_chunk(
+                            &run.rid,
+                            created,
+                            &model,
+                            json!({"reasoning_content":null}),
+                            json!("abort"),
+                            Value::Null,
+                        ),
+                        Kind::Text => sse::json_event(
+                            &json!({"id":run.rid,"object":"text_completion","created":created,"model":model,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"abort","matched_stop":null}],"usage":null}),
+                        ),
                     };
                     Some((Ok(chunk), None))
                 }
@@ -163,9 +234,18 @@ async fn respond(
     sse_response(stream)
 }
 
-fn chat_chunk(id: &str, created: u64, model: &str, delta: Value, finish: Value, matched: Value) -> Bytes {
-    sse::json_event(&json!({"id":id,"object":"chat.completion.chunk","created":created,"model":model,
-        "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish,"matched_stop":matched}]}))
+fn chat_chunk(
+    id: &str,
+    created: u64,
+    model: &str,
+    delta: Value,
+    finish: Value,
+    matched: Value,
+) -> Bytes {
+    sse::json_event(
+        &json!({"id":id,"object":"chat.completion.chunk","created":created,"model":model,
+        "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish,"matched_stop":matched}]}),
+    )
 }
 
 fn finish_fields(run: &Run) -> (Value, Value) {
@@ -178,7 +258,11 @@ fn finish_fields(run: &Run) -> (Value, Value) {
 }
 
 fn usage(run: &Run, cache_report: bool) -> Value {
-    let details = if cache_report { json!({"cached_tokens": run.cached_tokens}) } else { Value::Null };
+    let details = if cache_report {
+        json!({"cached_tokens": run.cached_tokens})
+    } else {
+        Value::Null
+    };
     json!({"prompt_tokens":run.prompt_tokens,"total_tokens":run.prompt_tokens + run.produced,"completion_tokens":run.produced,
         "prompt_tokens_details":details,"reasoning_tokens":0,"completion_tokens_details":null})
 }

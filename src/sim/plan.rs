@@ -25,16 +25,31 @@ pub struct Plan {
 
 impl Plan {
     /// `eos_probability`: chance per token that the model ends on its own (unless `ignore_eos`).
-    pub fn new(vocab: &OutputVocab, prompt: &[u32], params: &SamplingParams, eos_probability: f64) -> Plan {
-        let max_new = params.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS).max(1) as usize;
-        let seed = params.sampling_seed.map(|s| s as u64).unwrap_or_else(|| hash_prompt(prompt));
+    pub fn new(
+        vocab: &OutputVocab,
+        prompt: &[u32],
+        params: &SamplingParams,
+        eos_probability: f64,
+    ) -> Plan {
+        let max_new = params
+            .max_new_tokens
+            .unwrap_or(DEFAULT_MAX_NEW_TOKENS)
+            .max(1) as usize;
+        let seed = params
+            .sampling_seed
+            .map(|s| s as u64)
+            .unwrap_or_else(|| hash_prompt(prompt));
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut n = max_new;
-        let mut finish = FinishReason::Length { length: Some(max_new as u32) };
+        let mut finish = FinishReason::Length {
+            length: Some(max_new as u32),
+        };
         if !params.ignore_eos.unwrap_or(false) && eos_probability > 0.0 {
             if let Some(k) = (1..max_new).find(|_| rng.random_bool(eos_probability.min(1.0))) {
                 n = k;
-                finish = FinishReason::Stop { matched: vocab.eos().map(Value::from) };
+                finish = FinishReason::Stop {
+                    matched: vocab.eos().map(Value::from),
+                };
             }
         }
         let words = vocab.draw(rng.random(), n);
@@ -45,7 +60,9 @@ impl Plan {
             if params.stop_token_ids.contains(&output_ids[i]) {
                 output_ids.truncate(i + 1);
                 ends.push(text.len());
-                finish = FinishReason::Stop { matched: Some(Value::from(output_ids[i])) };
+                finish = FinishReason::Stop {
+                    matched: Some(Value::from(output_ids[i])),
+                };
                 break;
             }
             text.push_str(vocab.piece(w));
@@ -58,19 +75,31 @@ impl Plan {
                 ends.push(text.len());
             }
         }
-        let mut plan = Plan { output_ids, text, ends, finish };
+        let mut plan = Plan {
+            output_ids,
+            text,
+            ends,
+            finish,
+        };
         plan.apply_stop_strings(&params.stop, params.no_stop_trim.unwrap_or(false));
         plan
     }
 
     fn apply_stop_strings(&mut self, stops: &[String], no_trim: bool) {
-        let Some((start, stop)) =
-            stops.iter().filter(|s| !s.is_empty()).filter_map(|s| self.text.find(s.as_str()).map(|i| (i, s))).min_by_key(|(i, _)| *i)
+        let Some((start, stop)) = stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| self.text.find(s.as_str()).map(|i| (i, s)))
+            .min_by_key(|(i, _)| *i)
         else {
             return;
         };
         let end = start + stop.len();
-        let last = self.ends.iter().position(|&e| e >= end).unwrap_or(self.ends.len() - 1);
+        let last = self
+            .ends
+            .iter()
+            .position(|&e| e >= end)
+            .unwrap_or(self.ends.len() - 1);
         self.output_ids.truncate(last + 1);
         self.ends.truncate(last + 1);
         let visible = if no_trim { end } else { start };
@@ -78,7 +107,9 @@ impl Plan {
         for e in &mut self.ends {
             *e = (*e).min(visible);
         }
-        self.finish = FinishReason::Stop { matched: Some(Value::from(stop.clone())) };
+        self.finish = FinishReason::Stop {
+            matched: Some(Value::from(stop.clone())),
+        };
     }
 
     pub fn len(&self) -> usize {

@@ -49,7 +49,12 @@ pub struct Update {
 }
 
 impl Run {
-    pub fn start(state: &Arc<SimState>, rid: String, prompt: Vec<u32>, params: &SamplingParams) -> Result<Run, RunError> {
+    pub fn start(
+        state: &Arc<SimState>,
+        rid: String,
+        prompt: Vec<u32>,
+        params: &SamplingParams,
+    ) -> Result<Run, RunError> {
         state.metrics.requests.inc();
         if state.faults.should_fail() {
             return Err(RunError::Injected);
@@ -62,10 +67,13 @@ impl Run {
             params.max_new_tokens = Some((room as u32).min(super::plan::DEFAULT_MAX_NEW_TOKENS));
         }
         let plan = Plan::new(&state.vocab, &prompt, &params, state.eos_probability);
-        let ticket = state.driver.submit(&rid, prompt, plan.output_ids.clone()).map_err(|r| match r {
-            Rejection::QueueFull => RunError::QueueFull,
-            other => RunError::BadRequest(other.to_string()),
-        })?;
+        let ticket = state
+            .driver
+            .submit(&rid, prompt, plan.output_ids.clone())
+            .map_err(|r| match r {
+                Rejection::QueueFull => RunError::QueueFull,
+                other => RunError::BadRequest(other.to_string()),
+            })?;
         state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {
             rid,
@@ -117,14 +125,20 @@ impl Run {
         if die.is_some() {
             return Err(StreamFault::Die);
         }
-        Ok(Some(Update { new_tokens, finished: self.finished() }))
+        Ok(Some(Update {
+            new_tokens,
+            finished: self.finished(),
+        }))
     }
 
     fn apply(&mut self, p: Progress, latest: &mut Option<usize>) {
         match p {
             Progress::Started { cached_tokens } => {
                 self.cached_tokens = cached_tokens;
-                self.state.metrics.cached_tokens.inc_by(cached_tokens as u64);
+                self.state
+                    .metrics
+                    .cached_tokens
+                    .inc_by(cached_tokens as u64);
             }
             Progress::Tokens { produced, .. } => *latest = Some(produced),
             Progress::Aborted => self.aborted = true,
@@ -165,7 +179,11 @@ impl Run {
 
     pub fn finish_reason(&self) -> Option<FinishReason> {
         if self.aborted {
-            Some(FinishReason::Abort { message: Some("Abort in waiting queue".into()), status_code: None, err_type: None })
+            Some(FinishReason::Abort {
+                message: Some("Abort in waiting queue".into()),
+                status_code: None,
+                err_type: None,
+            })
         } else if self.finished() {
             Some(self.plan.finish.clone())
         } else {

@@ -39,7 +39,10 @@ pub struct SimState {
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new()
-        .route("/generate", post(generate::generate).put(generate::generate))
+        .route(
+            "/generate",
+            post(generate::generate).put(generate::generate),
+        )
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
         .route("/health", get(health))
@@ -69,7 +72,10 @@ pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
 }
 
 pub fn bad_request(message: &str) -> Response {
-    json(StatusCode::BAD_REQUEST, &json!({ "error": { "message": message } }))
+    json(
+        StatusCode::BAD_REQUEST,
+        &json!({ "error": { "message": message } }),
+    )
 }
 
 /// An SSE response ending with `data: [DONE]`; an `Err` item resets the connection instead.
@@ -80,18 +86,29 @@ where
 {
     let done = futures_util::stream::once(async { Ok(Bytes::from_static(sse::DONE)) });
     let body = Body::from_stream(events.chain(done));
-    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
 /// hyper drops the connection without a complete response.
 pub fn reset() -> Response {
-    let failing = futures_util::stream::once(async { Err::<Bytes, _>(super::run::StreamFault::Die) });
+    let failing =
+        futures_util::stream::once(async { Err::<Bytes, _>(super::run::StreamFault::Die) });
     Response::new(Body::from_stream(failing))
 }
 
 pub fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 // === info and admin routes ===
@@ -125,10 +142,19 @@ async fn server_info(State(s): State<Arc<SimState>>) -> Response {
     let mut info = s.server_args.clone();
     if let Some(map) = info.as_object_mut() {
         map.insert("status".into(), json!("ready"));
-        map.insert("max_total_num_tokens".into(), json!(loads.max_total_num_tokens));
-        map.insert("max_req_input_len".into(), json!(s.context_length.saturating_sub(1)));
+        map.insert(
+            "max_total_num_tokens".into(),
+            json!(loads.max_total_num_tokens),
+        );
+        map.insert(
+            "max_req_input_len".into(),
+            json!(s.context_length.saturating_sub(1)),
+        );
         map.insert("startup_time".into(), json!(s.started_unix));
-        map.insert("internal_states".into(), json!([{ "last_gen_throughput": 0.0 }]));
+        map.insert(
+            "internal_states".into(),
+            json!([{ "last_gen_throughput": 0.0 }]),
+        );
         map.insert("version".into(), json!("0.5.23"));
         map.insert("frontend".into(), json!("switchboard-sim"));
     }
@@ -184,7 +210,11 @@ async fn flush_cache(State(s): State<Arc<SimState>>) -> Response {
     if s.driver.flush_cache() {
         (StatusCode::OK, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n").into_response()
     } else {
-        (StatusCode::BAD_REQUEST, "Cache not flushed: the server is not idle.\n").into_response()
+        (
+            StatusCode::BAD_REQUEST,
+            "Cache not flushed: the server is not idle.\n",
+        )
+            .into_response()
     }
 }
 

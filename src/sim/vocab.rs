@@ -35,9 +35,16 @@ impl OutputVocab {
             if pieces.len() == MAX_WORDS {
                 break;
             }
-            let Some(token) = tok.id_to_token(id) else { continue };
-            let Some(word) = token.strip_prefix('Ġ').or_else(|| token.strip_prefix('▁')) else { continue };
-            if !(2..=12).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_lowercase()) || tok.is_special(id) {
+            let Some(token) = tok.id_to_token(id) else {
+                continue;
+            };
+            let Some(word) = token.strip_prefix('Ġ').or_else(|| token.strip_prefix('▁')) else {
+                continue;
+            };
+            if !(2..=12).contains(&word.len())
+                || !word.bytes().all(|b| b.is_ascii_lowercase())
+                || tok.is_special(id)
+            {
                 continue;
             }
             let piece = format!(" {word}");
@@ -49,7 +56,11 @@ impl OutputVocab {
         if ids.is_empty() {
             return Err(VocabError::NoWords);
         }
-        let vocab = OutputVocab { ids, pieces, eos: tok.eos_token_ids().first().copied() };
+        let vocab = OutputVocab {
+            ids,
+            pieces,
+            eos: tok.eos_token_ids().first().copied(),
+        };
         vocab.self_check(tok)?;
         Ok(vocab)
     }
@@ -67,7 +78,9 @@ impl OutputVocab {
     /// `n` word indices drawn deterministically from `seed`.
     pub fn draw(&self, seed: u64, n: usize) -> Vec<u32> {
         let mut rng = SmallRng::seed_from_u64(seed);
-        (0..n).map(|_| rng.random_range(0..self.ids.len()) as u32).collect()
+        (0..n)
+            .map(|_| rng.random_range(0..self.ids.len()) as u32)
+            .collect()
     }
 
     pub fn token_id(&self, word: u32) -> u32 {

@@ -37,7 +37,14 @@ pub struct SseParser {
 
 impl SseParser {
     pub fn new(limit: usize) -> SseParser {
-        SseParser { buf: BytesMut::new(), scanned: 0, data: None, extra_data: None, event: None, limit }
+        SseParser {
+            buf: BytesMut::new(),
+            scanned: 0,
+            data: None,
+            extra_data: None,
+            event: None,
+            limit,
+        }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
@@ -178,7 +185,13 @@ mod tests {
         let mut p = SseParser::new(1 << 20);
         p.push(b"event: error\r\ndata: a\r\ndata:b\r\n\r\n");
         let ev = all(&mut p);
-        assert_eq!(ev, vec![SseEvent { event: Some("error".into()), data: Bytes::from_static(b"a\nb") }]);
+        assert_eq!(
+            ev,
+            vec![SseEvent {
+                event: Some("error".into()),
+                data: Bytes::from_static(b"a\nb")
+            }]
+        );
     }
 
     #[test]

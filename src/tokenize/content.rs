@@ -14,8 +14,8 @@
 //! This gateway is text-only: any non-text part is an error (a 400), whereas
 //! SGLang would drop it (string format) or forward it as media.
 
-use crate::tokenize::TokenizeError;
 use crate::tokenize::chat_template::ContentFormat;
+use crate::tokenize::TokenizeError;
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
 

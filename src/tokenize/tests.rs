@@ -279,11 +279,10 @@ fn chat_template_kwargs_reach_the_template() {
         extra: extra.as_object(),
         ..ChatTemplateInput::new(&msgs)
     };
-    assert!(
-        tok.apply_chat_template(&input)
-            .unwrap()
-            .ends_with("<|im_start|>assistant\n")
-    );
+    assert!(tok
+        .apply_chat_template(&input)
+        .unwrap()
+        .ends_with("<|im_start|>assistant\n"));
 }
 
 #[test]

@@ -16,7 +16,9 @@ pub struct AbortOnDrop {
 
 impl AbortOnDrop {
     pub fn new(client: Client, worker: Arc<Worker>, rid: String) -> AbortOnDrop {
-        AbortOnDrop { armed: Some((client, worker, rid)) }
+        AbortOnDrop {
+            armed: Some((client, worker, rid)),
+        }
     }
 
     /// The generation ended on its own: nothing to abort.

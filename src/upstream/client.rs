@@ -42,16 +42,34 @@ impl Client {
 
     /// POSTs JSON and returns the response once its headers arrived. Non-2xx answers become
     /// `UpstreamError::Status` with the worker's message.
-    pub async fn post_json(&self, worker: &Worker, path: &str, body: Bytes) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn post_json(
+        &self,
+        worker: &Worker,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
         let req = Request::builder()
             .method(Method::POST)
             .uri(uri)
-            .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+            .header(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
+            .header(
+                header::ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            )
             .body(Full::new(body))
             .map_err(|e| protocol(worker, e))?;
-        let resp = self.http.request(req).await.map_err(|e| UpstreamError::Connect { url: worker.url.clone(), reason: error_chain(&e) })?;
+        let resp = self
+            .http
+            .request(req)
+            .await
+            .map_err(|e| UpstreamError::Connect {
+                url: worker.url.clone(),
+                reason: error_chain(&e),
+            })?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -59,16 +77,42 @@ impl Client {
     }
 
     /// GET with a deadline, returning the body (for health, loads and info routes).
-    pub async fn get(&self, worker: &Worker, path: &str, timeout: Duration) -> Result<(StatusCode, Bytes), UpstreamError> {
+    pub async fn get(
+        &self,
+        worker: &Worker,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(StatusCode, Bytes), UpstreamError> {
         let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
-        let req = Request::get(uri).body(Full::new(Bytes::new())).map_err(|e| protocol(worker, e))?;
+        let req = Request::get(uri)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| protocol(worker, e))?;
         let fut = async {
-            let resp = self.http.request(req).await.map_err(|e| UpstreamError::Connect { url: worker.url.clone(), reason: error_chain(&e) })?;
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| UpstreamError::Connect {
+                    url: worker.url.clone(),
+                    reason: error_chain(&e),
+                })?;
             let status = resp.status();
-            let body = resp.into_body().collect().await.map_err(|e| UpstreamError::Disconnected { url: worker.url.clone(), reason: e.to_string() })?;
+            let body =
+                resp.into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| UpstreamError::Disconnected {
+                        url: worker.url.clone(),
+                        reason: e.to_string(),
+                    })?;
             Ok((status, body.to_bytes()))
         };
-        tokio::time::timeout(timeout, fut).await.map_err(|_| UpstreamError::Timeout { url: worker.url.clone(), stage: "response" })?
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                url: worker.url.clone(),
+                stage: "response",
+            })?
     }
 
     pub async fn probe(&self, worker: &Worker, path: &str, timeout: Duration) -> bool {
@@ -77,17 +121,38 @@ impl Client {
 }
 
 fn protocol(worker: &Worker, e: impl std::fmt::Display) -> UpstreamError {
-    UpstreamError::Protocol { url: worker.url.clone(), reason: e.to_string() }
+    UpstreamError::Protocol {
+        url: worker.url.clone(),
+        reason: e.to_string(),
+    }
 }
 
 async fn status_error(worker: &Worker, resp: Response<Incoming>) -> UpstreamError {
     let status = resp.status();
-    let retry_after = resp.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    let retry_after = resp
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
     // Error bodies are small; cap what we read so a misbehaving worker cannot flood us.
-    let body = http_body_util::Limited::new(resp.into_body(), 64 * 1024).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let message = crate::protocol::sglang::error_message(&body)
-        .unwrap_or_else(|| format!("worker {} answered {}: {}", worker.url, status, String::from_utf8_lossy(&body).trim()));
-    UpstreamError::Status { status, message, retry_after }
+    let body = http_body_util::Limited::new(resp.into_body(), 64 * 1024)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let message = crate::protocol::sglang::error_message(&body).unwrap_or_else(|| {
+        format!(
+            "worker {} answered {}: {}",
+            worker.url,
+            status,
+            String::from_utf8_lossy(&body).trim()
+        )
+    });
+    UpstreamError::Status {
+        status,
+        message,
+        retry_after,
+    }
 }
 
 /// hyper's errors say little at the top level; the cause chain says what happened.

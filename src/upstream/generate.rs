@@ -50,9 +50,19 @@ pub async fn start(
     params: &SamplingParams,
     rid: &str,
 ) -> Result<GenerateStream, UpstreamError> {
-    let body = serde_json::to_vec(&GenerateRequest { input_ids, sampling_params: params, stream: true, rid })
-        .map_err(|e| UpstreamError::Protocol { url: worker.url.clone(), reason: e.to_string() })?;
-    let resp = client.post_json(&worker, "/generate", Bytes::from(body)).await?;
+    let body = serde_json::to_vec(&GenerateRequest {
+        input_ids,
+        sampling_params: params,
+        stream: true,
+        rid,
+    })
+    .map_err(|e| UpstreamError::Protocol {
+        url: worker.url.clone(),
+        reason: e.to_string(),
+    })?;
+    let resp = client
+        .post_json(&worker, "/generate", Bytes::from(body))
+        .await?;
     Ok(GenerateStream {
         body: resp.into_body(),
         parser: SseParser::new(MAX_EVENT_BYTES),
@@ -74,7 +84,11 @@ impl GenerateStream {
         loop {
             match self.parser.next_event() {
                 Ok(Some(ev)) if ev.is_done() => {
-                    return if self.finished { Ok(None) } else { Err(self.broken("stream ended without a finish reason")) };
+                    return if self.finished {
+                        Ok(None)
+                    } else {
+                        Err(self.broken("stream ended without a finish reason"))
+                    };
                 }
                 Ok(Some(ev)) => {
                     if let Some(delta) = self.decode(&ev.data)? {
@@ -98,7 +112,11 @@ impl GenerateStream {
                             return Ok(Some(delta));
                         }
                     }
-                    return if self.finished { Ok(None) } else { Err(self.broken("connection closed before the generation finished")) };
+                    return if self.finished {
+                        Ok(None)
+                    } else {
+                        Err(self.broken("connection closed before the generation finished"))
+                    };
                 }
             }
         }
@@ -111,37 +129,64 @@ impl GenerateStream {
         let chunk: GenerateChunk = match serde_json::from_slice(data) {
             Ok(c) => c,
             Err(_) => {
-                let msg = crate::protocol::sglang::error_message(data).unwrap_or_else(|| String::from_utf8_lossy(data).into_owned());
-                return Err(UpstreamError::Aborted { message: msg, status: None });
+                let msg = crate::protocol::sglang::error_message(data)
+                    .unwrap_or_else(|| String::from_utf8_lossy(data).into_owned());
+                return Err(UpstreamError::Aborted {
+                    message: msg,
+                    status: None,
+                });
             }
         };
         let meta = chunk.meta_info;
         let ids = chunk.output_ids.unwrap_or_default();
         // Cumulative chunks carry all ids so far; incremental ones fewer than the running count.
         let cumulative = ids.len() as u32 == meta.completion_tokens && self.completion_tokens > 0;
-        let new_ids: &[u32] = if cumulative { ids.get(self.ids_len..).unwrap_or(&[]) } else { &ids };
+        let new_ids: &[u32] = if cumulative {
+            ids.get(self.ids_len..).unwrap_or(&[])
+        } else {
+            &ids
+        };
         let text = match chunk.text {
             Some(t) if cumulative => t.get(self.text_len..).unwrap_or("").to_owned(),
             // First chunk (both modes agree) or incremental output.
             Some(t) => t.into_owned(),
             None => self.detokenize(new_ids)?,
         };
-        self.ids_len = if cumulative { ids.len() } else { self.ids_len + ids.len() };
+        self.ids_len = if cumulative {
+            ids.len()
+        } else {
+            self.ids_len + ids.len()
+        };
         self.text_len += text.len();
-        let new_tokens = meta.completion_tokens.saturating_sub(self.completion_tokens);
+        let new_tokens = meta
+            .completion_tokens
+            .saturating_sub(self.completion_tokens);
         self.completion_tokens = self.completion_tokens.max(meta.completion_tokens);
-        if let Some(FinishReason::Abort { message, status_code, .. }) = &meta.finish_reason {
+        if let Some(FinishReason::Abort {
+            message,
+            status_code,
+            ..
+        }) = &meta.finish_reason
+        {
             self.finished = true;
-            return Err(UpstreamError::Aborted { message: message.clone().unwrap_or_else(|| "aborted".into()), status: *status_code });
+            return Err(UpstreamError::Aborted {
+                message: message.clone().unwrap_or_else(|| "aborted".into()),
+                status: *status_code,
+            });
         }
         let mut finish = meta.finish_reason;
         let mut text = text;
         if let Some(matched) = self.stop_matched.take() {
             // Our own detokenizer hit a stop string: the generation is over for the client.
-            finish = Some(FinishReason::Stop { matched: Some(matched.into()) });
+            finish = Some(FinishReason::Stop {
+                matched: Some(matched.into()),
+            });
         } else if finish.is_some() {
             if let Some(d) = self.detok.as_mut() {
-                let rest = d.finish().map_err(|e| UpstreamError::Protocol { url: self.worker.url.clone(), reason: e.to_string() })?;
+                let rest = d.finish().map_err(|e| UpstreamError::Protocol {
+                    url: self.worker.url.clone(),
+                    reason: e.to_string(),
+                })?;
                 text.push_str(rest.text);
             }
         }
@@ -164,8 +209,13 @@ impl GenerateStream {
     /// Workers started with `--skip-tokenizer-init` send ids only; stop strings are then ours to apply.
     fn detokenize(&mut self, ids: &[u32]) -> Result<String, UpstreamError> {
         let (tokenizer, stop) = (&self.tokenizer, &self.stop);
-        let d = self.detok.get_or_insert_with(|| tokenizer.incremental_decoder(true, stop.clone()));
-        let delta = d.push(ids).map_err(|e| UpstreamError::Protocol { url: self.worker.url.clone(), reason: e.to_string() })?;
+        let d = self
+            .detok
+            .get_or_insert_with(|| tokenizer.incremental_decoder(true, stop.clone()));
+        let delta = d.push(ids).map_err(|e| UpstreamError::Protocol {
+            url: self.worker.url.clone(),
+            reason: e.to_string(),
+        })?;
         if let Some(m) = delta.matched_stop {
             self.stop_matched = Some(m.to_owned());
         }
@@ -177,10 +227,16 @@ impl GenerateStream {
     }
 
     fn broken(&self, reason: &str) -> UpstreamError {
-        UpstreamError::Disconnected { url: self.worker.url.clone(), reason: reason.to_owned() }
+        UpstreamError::Disconnected {
+            url: self.worker.url.clone(),
+            reason: reason.to_owned(),
+        }
     }
 
     fn protocol(&self, reason: String) -> UpstreamError {
-        UpstreamError::Protocol { url: self.worker.url.clone(), reason }
+        UpstreamError::Protocol {
+            url: self.worker.url.clone(),
+            reason,
+        }
     }
 }

@@ -10,14 +10,20 @@ use crate::upstream::Client;
 /// Failures in a row before a worker is excluded (one slow answer must not drop it).
 const FAILS_TO_EXCLUDE: u32 = 2;
 
-pub fn spawn(registry: Arc<Registry>, client: Client, interval: Duration) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    registry: Arc<Registry>,
+    client: Client,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut fails = std::collections::HashMap::new();
         let mut tick = tokio::time::interval(interval);
         loop {
             tick.tick().await;
             for w in registry.snapshot().iter() {
-                let ok = client.probe(w, "/health", interval.min(Duration::from_secs(5))).await;
+                let ok = client
+                    .probe(w, "/health", interval.min(Duration::from_secs(5)))
+                    .await;
                 let n: &mut u32 = fails.entry(w.id).or_default();
                 *n = if ok { 0 } else { *n + 1 };
                 // One success brings a worker in; it takes several failures in a row to take it out.

@@ -13,7 +13,10 @@ pub struct LoadGuard {
 impl LoadGuard {
     pub fn book(worker: Arc<Worker>, prefill_tokens: u64) -> LoadGuard {
         worker.book(prefill_tokens);
-        LoadGuard { worker, prefill_tokens }
+        LoadGuard {
+            worker,
+            prefill_tokens,
+        }
     }
 
     /// The first token arrived: the prompt is no longer queued prefill work.

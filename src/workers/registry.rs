@@ -27,7 +27,11 @@ impl Worker {
         super::validate_url(url)?;
         let url = url.trim_end_matches('/').to_owned();
         let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
-        let scheme = if uri.scheme_str() == Some("https") { "https" } else { "http" };
+        let scheme = if uri.scheme_str() == Some("https") {
+            "https"
+        } else {
+            "http"
+        };
         let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
         Ok(Worker {
             id,
@@ -42,7 +46,11 @@ impl Worker {
     }
 
     pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
-        Uri::builder().scheme(self.scheme).authority(self.authority.as_str()).path_and_query(path).build()
+        Uri::builder()
+            .scheme(self.scheme)
+            .authority(self.authority.as_str())
+            .path_and_query(path)
+            .build()
     }
 
     pub fn is_healthy(&self) -> bool {
@@ -63,11 +71,13 @@ impl Worker {
 
     pub(super) fn book(&self, prefill_tokens: u64) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.pending_prefill.fetch_add(prefill_tokens, Ordering::Relaxed);
+        self.pending_prefill
+            .fetch_add(prefill_tokens, Ordering::Relaxed);
     }
 
     pub(super) fn release_prefill(&self, prefill_tokens: u64) {
-        self.pending_prefill.fetch_sub(prefill_tokens, Ordering::Relaxed);
+        self.pending_prefill
+            .fetch_sub(prefill_tokens, Ordering::Relaxed);
     }
 
     pub(super) fn release(&self) {

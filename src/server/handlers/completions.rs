@@ -14,15 +14,31 @@ use crate::relay::format::Kind;
 use crate::server::body::{parse, JsonBytes};
 use crate::server::AppState;
 
-pub async fn completions(State(app): State<Arc<AppState>>, headers: HeaderMap, JsonBytes(body): JsonBytes) -> Response {
+pub async fn completions(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Response {
     let start = Instant::now();
     dispatch::respond(&app, Endpoint::Completions, async {
         let req: CompletionRequest = parse(&body)?;
-        app.metrics.stage(Stage::Parse, start.elapsed().as_secs_f64());
+        app.metrics
+            .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prepared = crate::prepare::completion(&app, &req)?;
-        app.metrics.stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        dispatch::openai(&app, Request { headers: &headers, body, prepared, kind: Kind::Completion, start }).await
+        app.metrics
+            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        dispatch::openai(
+            &app,
+            Request {
+                headers: &headers,
+                body,
+                prepared,
+                kind: Kind::Completion,
+                start,
+            },
+        )
+        .await
     })
     .await
 }

@@ -55,7 +55,11 @@ pub fn pick(app: &AppState, prompt_ids: &[u32]) -> Result<Arc<Worker>, GatewayEr
 /// Chat and completions: native `/generate` with our token ids, or the worker's own route.
 pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, GatewayError> {
     let rid = request_id::from_headers(req.headers);
-    let endpoint = if req.kind == Kind::Chat { Endpoint::Chat } else { Endpoint::Completions };
+    let endpoint = if req.kind == Kind::Chat {
+        Endpoint::Chat
+    } else {
+        Endpoint::Completions
+    };
     let p = req.prepared;
     let worker = pick(app, &p.prompt_ids)?;
     let span = tracing::debug_span!("request", id = %rid, worker = %worker.url);
@@ -63,16 +67,43 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
     let guard = LoadGuard::book(Arc::clone(&worker), p.prompt_ids.len() as u64);
     let timer = RequestTimer::start_at(req.start);
     if p.forward || app.config.backend == BackendKind::Openai {
-        let path = if req.kind == Kind::Chat { "/v1/chat/completions" } else { "/v1/completions" };
+        let path = if req.kind == Kind::Chat {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        };
         // SGLang workers can abort by rid; OpenAI-compatible ones stop when the connection closes.
-        let abort = (app.config.backend == BackendKind::Sglang).then(|| AbortOnDrop::new(app.client.clone(), Arc::clone(&worker), rid.clone()));
-        let body = if abort.is_some() { with_rid(&req.body, &rid) } else { req.body };
-        let resp = passthrough::forward(Forward { client: app.client.clone(), guard, abort, path, body, endpoint, metrics: Arc::clone(&app.metrics), timer })
-            .await?;
+        let abort = (app.config.backend == BackendKind::Sglang)
+            .then(|| AbortOnDrop::new(app.client.clone(), Arc::clone(&worker), rid.clone()));
+        let body = if abort.is_some() {
+            with_rid(&req.body, &rid)
+        } else {
+            req.body
+        };
+        let resp = passthrough::forward(Forward {
+            client: app.client.clone(),
+            guard,
+            abort,
+            path,
+            body,
+            endpoint,
+            metrics: Arc::clone(&app.metrics),
+            timer,
+        })
+        .await?;
         return Ok(with_request_id(resp, &rid));
     }
     let mut abort = AbortOnDrop::new(app.client.clone(), Arc::clone(&worker), rid.clone());
-    let upstream = match generate::start(&app.client, worker, Arc::clone(&app.tokenizer), &p.prompt_ids, &p.params, &rid).await {
+    let upstream = match generate::start(
+        &app.client,
+        worker,
+        Arc::clone(&app.tokenizer),
+        &p.prompt_ids,
+        &p.params,
+        &rid,
+    )
+    .await
+    {
         Ok(u) => u,
         Err(e) => {
             // The worker refused or was unreachable: it is not generating.
@@ -81,10 +112,22 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             return Err(e.into());
         }
     };
-    app.metrics.stage(Stage::UpstreamHeaders, req.start.elapsed().as_secs_f64());
-    let generation = Generation::new(upstream, guard, abort, timer, Arc::clone(&app.metrics), endpoint);
+    app.metrics
+        .stage(Stage::UpstreamHeaders, req.start.elapsed().as_secs_f64());
+    let generation = Generation::new(
+        upstream,
+        guard,
+        abort,
+        timer,
+        Arc::clone(&app.metrics),
+        endpoint,
+    );
     let format = Formatter::new(req.kind, &rid, Arc::clone(&app.model));
-    let resp = if p.stream { stream::respond(generation, format, p.include_usage) } else { collect::respond(generation, format).await };
+    let resp = if p.stream {
+        stream::respond(generation, format, p.include_usage)
+    } else {
+        collect::respond(generation, format).await
+    };
     Ok(with_request_id(resp, &rid))
 }
 
@@ -93,8 +136,11 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
 pub fn with_rid(body: &Bytes, rid: &str) -> Bytes {
     match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body) {
         Ok(mut map) => {
-            map.entry("rid").or_insert_with(|| serde_json::Value::from(rid));
-            serde_json::to_vec(&map).map(Bytes::from).unwrap_or_else(|_| body.clone())
+            map.entry("rid")
+                .or_insert_with(|| serde_json::Value::from(rid));
+            serde_json::to_vec(&map)
+                .map(Bytes::from)
+                .unwrap_or_else(|_| body.clone())
         }
         Err(_) => body.clone(),
     }

@@ -18,20 +18,35 @@ use crate::server::{request_id, AppState};
 use crate::upstream::abort::AbortOnDrop;
 use crate::workers::LoadGuard;
 
-pub async fn generate(State(app): State<Arc<AppState>>, headers: HeaderMap, JsonBytes(body): JsonBytes) -> Response {
+pub async fn generate(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Response {
     let start = Instant::now();
     dispatch::respond(&app, Endpoint::Generate, async {
         let mut req: Map<String, Value> = parse(&body)?;
-        app.metrics.stage(Stage::Parse, start.elapsed().as_secs_f64());
+        app.metrics
+            .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prompt_ids = match (req.get("input_ids"), req.get("text")) {
-            (Some(Value::Array(ids)), _) => ids.iter().filter_map(Value::as_u64).map(|t| t as u32).collect(),
+            (Some(Value::Array(ids)), _) => ids
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|t| t as u32)
+                .collect(),
             (_, Some(Value::String(text))) => app.tokenizer.encode(text, true)?,
-            (None, None) => return Err(GatewayError::invalid_body("one of text or input_ids is required", None)),
+            (None, None) => {
+                return Err(GatewayError::invalid_body(
+                    "one of text or input_ids is required",
+                    None,
+                ))
+            }
             // Batches and other shapes: the worker validates them; route without a prefix.
             _ => Vec::new(),
         };
-        app.metrics.stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        app.metrics
+            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
         let rid = match req.get("rid").and_then(Value::as_str) {
             Some(r) => r.to_owned(),
             None => {
@@ -41,7 +56,8 @@ pub async fn generate(State(app): State<Arc<AppState>>, headers: HeaderMap, Json
             }
         };
         let worker = dispatch::pick(&app, &prompt_ids)?;
-        let body = serde_json::to_vec(&req).map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
+        let body = serde_json::to_vec(&req)
+            .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
         let resp = passthrough::forward(Forward {
             client: app.client.clone(),
             guard: LoadGuard::book(Arc::clone(&worker), prompt_ids.len() as u64),

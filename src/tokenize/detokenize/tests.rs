@@ -1,4 +1,4 @@
-use crate::tokenize::tests::{ALL, MISTRAL, QWEN25, load};
+use crate::tokenize::tests::{load, ALL, MISTRAL, QWEN25};
 use proptest::prelude::*;
 
 const TEXT: &str = "Hello, world! 你好，世界 🦙 Ça va? Привет, мир! こんにちは 👩‍💻 مرحبا \
