@@ -203,5 +203,8 @@ fn check_ids(app: &AppState, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 /// Fields we do not implement ourselves make the worker's own route answer, so nothing the
 /// client asked for is silently dropped.
 fn needs_worker_route(sampling: &Sampling, other: &serde_json::Map<String, Value>) -> bool {
-    !sampling.wants_single_choice() || other.keys().any(|k| !HARMLESS_FIELDS.contains(&k.as_str()))
+    !sampling.wants_single_choice()
+        || other.keys().any(|k| {
+            !HARMLESS_FIELDS.contains(&k.as_str()) && !Sampling::FIELDS.contains(&k.as_str())
+        })
 }

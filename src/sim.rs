@@ -183,6 +183,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         eos_probability: opts.eos_probability,
         server_args,
         started_unix: server::unix_now(),
+        recent: Default::default(),
     });
     let addr = format!("{}:{}", opts.host, opts.port);
     let tcp = tokio::net::TcpListener::bind(&addr)

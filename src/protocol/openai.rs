@@ -57,7 +57,9 @@ pub struct ChatCompletionRequest {
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     pub max_completion_tokens: Option<i64>,
-    #[serde(flatten)]
+    /// Parsed from the same body by `server::body::parse_request` (a flattened struct would lose
+    /// the field name in type errors).
+    #[serde(skip)]
     pub sampling: Sampling,
     pub tools: Option<Value>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
@@ -83,11 +85,50 @@ pub struct CompletionRequest {
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
-    #[serde(flatten)]
+    #[serde(skip)]
     pub sampling: Sampling,
     pub user: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+impl Sampling {
+    /// The JSON keys this struct reads (they also land in the requests' `other` map).
+    pub const FIELDS: &'static [&'static str] = &[
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "seed",
+        "stop",
+        "stop_token_ids",
+        "ignore_eos",
+        "min_tokens",
+        "skip_special_tokens",
+        "no_stop_trim",
+        "n",
+    ];
+}
+
+/// A request body parsed into `T` plus its sampling fields, each with field-accurate errors.
+pub trait WithSampling: serde::de::DeserializeOwned {
+    fn set_sampling(&mut self, sampling: Sampling);
+}
+
+impl WithSampling for ChatCompletionRequest {
+    fn set_sampling(&mut self, sampling: Sampling) {
+        self.sampling = sampling;
+    }
+}
+
+impl WithSampling for CompletionRequest {
+    fn set_sampling(&mut self, sampling: Sampling) {
+        self.sampling = sampling;
+    }
 }
 
 /// Fields a client may send that we accept and ignore because they do not change the generation.

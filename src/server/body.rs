@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::AppState;
 use crate::error::GatewayError;
+use crate::protocol::openai::WithSampling;
 
 /// The raw body of a JSON request.
 pub struct JsonBytes(pub Bytes);
@@ -40,6 +41,13 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
             )),
         }
     }
+}
+
+/// Parses an OpenAI request and its sampling fields.
+pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
+    let mut req: T = parse(bytes)?;
+    req.set_sampling(parse(bytes)?);
+    Ok(req)
 }
 
 /// Parses JSON, naming the offending field in `param` when there is one.

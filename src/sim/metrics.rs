@@ -11,6 +11,7 @@ pub struct SimMetrics {
     registry: Registry,
     pub requests: IntCounter,
     pub aborted: IntCounter,
+    pub abort_requests: IntCounter,
     pub prompt_tokens: IntCounter,
     pub generation_tokens: IntCounter,
     pub cached_tokens: IntCounter,
@@ -48,6 +49,11 @@ impl SimMetrics {
         let aborted = counter(
             "sglang:num_aborted_requests_total",
             "Requests aborted before they finished",
+        )?;
+        // Not an SGLang metric: lets tests see that a gateway really called /abort_request.
+        let abort_requests = counter(
+            "sim_abort_requests_received_total",
+            "POST /abort_request calls with a rid or abort_all",
         )?;
         let prompt_tokens = counter("sglang:prompt_tokens_total", "Prompt tokens")?;
         let generation_tokens = counter("sglang:generation_tokens_total", "Generated tokens")?;
@@ -91,6 +97,7 @@ impl SimMetrics {
             registry,
             requests,
             aborted,
+            abort_requests,
             prompt_tokens,
             generation_tokens,
             cached_tokens,

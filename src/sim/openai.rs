@@ -12,10 +12,18 @@ use serde_json::{json, Value};
 use super::generate::run_error;
 use super::run::Run;
 use super::server::{json, sse_response, SimState};
-use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, Prompt, Sampling};
+use crate::protocol::openai::{
+    ChatCompletionRequest, CompletionRequest, Prompt, Sampling, WithSampling,
+};
 use crate::protocol::sampling::requested_max_tokens;
 use crate::stream::sse;
 use crate::tokenize::ChatTemplateInput;
+
+fn parse<T: WithSampling>(body: &[u8]) -> Result<T, serde_json::Error> {
+    let mut req: T = serde_json::from_slice(body)?;
+    req.set_sampling(serde_json::from_slice(body)?);
+    Ok(req)
+}
 
 /// SGLang's OpenAI error shape.
 fn oai_error(status: StatusCode, message: &str) -> Response {
@@ -32,7 +40,7 @@ enum Kind {
 }
 
 pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
-    let req: ChatCompletionRequest = match serde_json::from_slice(&body) {
+    let req: ChatCompletionRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
@@ -65,7 +73,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
-    let req: CompletionRequest = match serde_json::from_slice(&body) {
+    let req: CompletionRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };

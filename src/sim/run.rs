@@ -56,6 +56,11 @@ impl Run {
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
         state.metrics.requests.inc();
+        state.record(super::server::ReceivedRequest {
+            rid: rid.clone(),
+            input_ids: prompt.clone(),
+            max_new_tokens: params.max_new_tokens,
+        });
         if state.faults.should_fail() {
             return Err(RunError::Injected);
         }

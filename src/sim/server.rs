@@ -35,6 +35,29 @@ pub struct SimState {
     pub eos_probability: f64,
     pub server_args: serde_json::Value,
     pub started_unix: u64,
+    /// The last requests' rids and prompt ids, for `GET /sim/requests` (tests check what a
+    /// gateway really sent).
+    pub recent: std::sync::Mutex<std::collections::VecDeque<ReceivedRequest>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceivedRequest {
+    pub rid: String,
+    pub input_ids: Vec<u32>,
+    pub max_new_tokens: Option<u32>,
+}
+
+/// How many received requests `/sim/requests` remembers.
+pub const RECENT_REQUESTS: usize = 256;
+
+impl SimState {
+    pub fn record(&self, req: ReceivedRequest) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == RECENT_REQUESTS {
+            recent.pop_front();
+        }
+        recent.push_back(req);
+    }
 }
 
 pub fn router(state: Arc<SimState>) -> Router {
@@ -59,6 +82,7 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route("/flush_cache", get(flush_cache).post(flush_cache))
         .route("/metrics", get(metrics))
         .route("/sim/faults", get(get_faults).post(set_faults))
+        .route("/sim/requests", get(recent_requests))
         .with_state(state)
 }
 
@@ -200,6 +224,7 @@ async fn abort_request(State(s): State<Arc<SimState>>, body: Bytes) -> Response 
     };
     // An empty rid without abort_all is ignored, as in SGLang.
     if !req.rid.is_empty() || req.abort_all {
+        s.metrics.abort_requests.inc();
         s.driver.abort_by_rid(&req.rid, req.abort_all);
     }
     StatusCode::OK.into_response()
@@ -235,4 +260,15 @@ async fn set_faults(State(s): State<Arc<SimState>>, body: Bytes) -> Response {
         }
         Err(e) => bad_request(&e.to_string()),
     }
+}
+
+async fn recent_requests(State(s): State<Arc<SimState>>) -> Response {
+    let recent: Vec<ReceivedRequest> = s
+        .recent
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    json(StatusCode::OK, &recent)
 }

@@ -11,7 +11,7 @@ use super::dispatch::{self, Request};
 use crate::metrics::{Endpoint, Stage};
 use crate::protocol::openai::CompletionRequest;
 use crate::relay::format::Kind;
-use crate::server::body::{parse, JsonBytes};
+use crate::server::body::{parse_request, JsonBytes};
 use crate::server::AppState;
 
 pub async fn completions(
@@ -21,7 +21,7 @@ pub async fn completions(
 ) -> Response {
     let start = Instant::now();
     dispatch::respond(&app, Endpoint::Completions, async {
-        let req: CompletionRequest = parse(&body)?;
+        let req: CompletionRequest = parse_request(&body)?;
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();

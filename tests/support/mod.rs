@@ -1,0 +1,149 @@
+//! Test harness: real `switchboard` processes (simulated workers and the gateway) on
+//! 127.0.0.1, killed when dropped; every wait is bounded.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const MODEL: &str = "smollm2-135m-instruct";
+
+pub struct Proc {
+    child: Child,
+    pub url: String,
+    pub port: u16,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+pub fn repo_path(rel: &str) -> String {
+    format!("{}/{}", env!("CARGO_MANIFEST_DIR"), rel)
+}
+
+fn spawn(args: &[String]) -> Child {
+    let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(args)
+        .stdout(if quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        })
+        .stderr(if quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        })
+        .spawn()
+        .expect("cannot start switchboard")
+}
+
+/// Polls `url` until it answers 200, for at most 20 s.
+pub async fn wait_ok(url: &str) {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(r) = client.get(url).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{url} did not become ready");
+}
+
+/// A simulated SGLang worker with extra flags.
+pub async fn sim(extra: &[&str]) -> Proc {
+    let port = free_port();
+    let mut args = vec!["sim".to_string(), "--port".into(), port.to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let p = Proc {
+        child: spawn(&args),
+        url: format!("http://127.0.0.1:{port}"),
+        port,
+    };
+    wait_ok(&format!("{}/health", p.url)).await;
+    p
+}
+
+/// The gateway in front of `workers`, ready (a healthy worker) before it returns.
+pub async fn gateway(workers: &[&Proc], extra: &[&str]) -> Proc {
+    let port = free_port();
+    let mut args = vec![
+        "serve".to_string(),
+        "--port".into(),
+        port.to_string(),
+        "--health-check-interval-secs".into(),
+        "1".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    if !workers.is_empty() {
+        args.push("--worker-urls".into());
+        args.extend(workers.iter().map(|w| w.url.clone()));
+    }
+    let p = Proc {
+        child: spawn(&args),
+        url: format!("http://127.0.0.1:{port}"),
+        port,
+    };
+    if workers.is_empty() {
+        wait_ok(&format!("{}/health", p.url)).await;
+    } else {
+        wait_ok(&format!("{}/readiness", p.url)).await;
+    }
+    p
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// Reads a Prometheus sample value by its full series text (name + labels), e.g.
+/// `switchboard_e2e_request_latency_seconds_count{endpoint="chat",model="x"}`.
+pub fn metric(text: &str, series_prefix: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (series, value) = l.rsplit_once(' ')?;
+        (series == series_prefix)
+            .then(|| value.parse().ok())
+            .flatten()
+    })
+}
+
+/// Sum of all samples whose series starts with `prefix` (any labels).
+pub fn metric_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// The `data:` payloads of an SSE body, `[DONE]` included.
+pub fn sse_data(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(str::to_owned)
+        .collect()
+}
