@@ -25,6 +25,11 @@ fn parse<T: WithSampling>(body: &[u8]) -> Result<T, serde_json::Error> {
     Ok(req)
 }
 
+/// SGLang accepts a client-chosen `rid` in OpenAI bodies too.
+fn rid_of(other: &serde_json::Map<String, Value>) -> Option<String> {
+    other.get("rid").and_then(Value::as_str).map(str::to_owned)
+}
+
 /// SGLang's OpenAI error shape.
 fn oai_error(status: StatusCode, message: &str) -> Response {
     json(
@@ -65,7 +70,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         prompt,
         &req.sampling,
         max,
-        None,
+        rid_of(&req.other),
         req.stream,
         req.stream_options.is_some_and(|o| o.include_usage),
     )
@@ -94,7 +99,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         prompt,
         &req.sampling,
         max,
-        None,
+        rid_of(&req.other),
         req.stream,
         req.stream_options.is_some_and(|o| o.include_usage),
     )

@@ -1,0 +1,351 @@
+//! The gateway core end to end against simulated workers: token ids sent upstream, client
+//! disconnects, metrics.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::MODEL;
+
+/// Acceptance: the ids a worker receives equal HF tokenizer + chat template (golden files).
+async fn golden_ids_reach_the_worker(tokenizer: &str) {
+    let dir = support::repo_path(&format!("assets/tokenizers/{tokenizer}"));
+    let sim = support::sim(&[
+        "--tokenizer-path",
+        &dir,
+        "--time-scale",
+        "0.01",
+        "--model-name",
+        tokenizer,
+    ])
+    .await;
+    let gw = support::gateway(&[&sim], &["--model-path", &dir]).await;
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/golden.json")).expect("golden.json"),
+    )
+    .expect("json");
+    let c = support::client();
+    let mut checked = 0;
+    for (i, case) in golden["chat"]
+        .as_array()
+        .expect("chat cases")
+        .iter()
+        .enumerate()
+    {
+        if case.get("add_generation_prompt") != Some(&Value::Bool(true)) {
+            continue; // the gateway always asks for the assistant's turn
+        }
+        let mut body = json!({"model": tokenizer, "messages": case["messages"], "max_tokens": 2});
+        if let Some(tools) = case.get("tools") {
+            body["tools"] = tools.clone();
+        }
+        let rid = format!("golden-{tokenizer}-{i}");
+        let r = c
+            .post(format!("{}/v1/chat/completions", gw.url))
+            .header("x-request-id", &rid)
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(
+            r.status().as_u16(),
+            200,
+            "case {i}: {}",
+            r.text().await.unwrap_or_default()
+        );
+        let seen: Vec<Value> = c
+            .get(format!("{}/sim/requests", sim.url))
+            .send()
+            .await
+            .expect("log")
+            .json()
+            .await
+            .expect("json");
+        let got = seen
+            .iter()
+            .find(|s| s["rid"] == rid.as_str())
+            .unwrap_or_else(|| panic!("worker never saw {rid}"));
+        assert_eq!(
+            got["input_ids"], case["input_ids"],
+            "case {i} of {tokenizer}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} golden cases checked");
+}
+
+#[tokio::test]
+async fn golden_ids_qwen25() {
+    golden_ids_reach_the_worker("qwen2.5-0.5b-instruct").await;
+}
+
+#[tokio::test]
+async fn golden_ids_mistral() {
+    golden_ids_reach_the_worker("mistral-7b-instruct-v0.1").await;
+}
+
+#[tokio::test]
+async fn golden_ids_qwen3() {
+    golden_ids_reach_the_worker("qwen3").await;
+}
+
+async fn running_on(sim_url: &str) -> u64 {
+    let v: Value = support::client()
+        .get(format!("{sim_url}/v1/loads"))
+        .send()
+        .await
+        .expect("loads")
+        .json()
+        .await
+        .expect("json");
+    v["loads"][0]["num_running_reqs"]
+        .as_u64()
+        .expect("num_running_reqs")
+        + v["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)
+}
+
+async fn sim_metric(sim_url: &str, name: &str) -> f64 {
+    let text = support::client()
+        .get(format!("{sim_url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    support::metric_sum(&text, name)
+}
+
+/// Waits (bounded) until `cond` holds.
+async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// Acceptance: a client that leaves mid-stream makes the gateway abort the worker's request.
+#[tokio::test]
+async fn client_disconnect_mid_stream_aborts_on_worker() {
+    // Slow decode so the stream is still running when the client leaves.
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"tell me a long story"}], "max_tokens": 2000, "stream": true});
+    let mut resp = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 200);
+    let first = resp.chunk().await.expect("chunk").expect("some bytes");
+    assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
+    assert_eq!(running_on(&sim.url).await, 1);
+    drop(resp); // the client goes away
+    eventually("worker running count back to 0", || async {
+        running_on(&sim.url).await == 0
+    })
+    .await;
+    eventually("abort_request received", || async {
+        sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
+    })
+    .await;
+    let text = support::client()
+        .get(format!("{}/metrics", gw.url))
+        .send()
+        .await
+        .expect("m")
+        .text()
+        .await
+        .expect("t");
+    assert_eq!(
+        support::metric_sum(&text, "switchboard_client_aborts_total"),
+        1.0
+    );
+}
+
+/// A non-streaming client that gives up is treated the same way.
+#[tokio::test]
+async fn client_disconnect_non_stream_aborts_on_worker() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let body =
+        json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2000});
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .expect("client");
+    let r = c
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await;
+    assert!(
+        r.is_err(),
+        "the request should have timed out on the client side"
+    );
+    eventually("worker running count back to 0", || async {
+        running_on(&sim.url).await == 0
+    })
+    .await;
+    eventually("abort_request received", || async {
+        sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
+    })
+    .await;
+}
+
+/// Acceptance: after a run, TTFT/E2E/TPOT counts equal the requests made, ITL counts the
+/// tokens after the first chunk, and the E2E sum fits inside what the client measured.
+#[tokio::test]
+async fn metrics_match_the_requests_made() {
+    let sim1 = support::sim(&["--decode-base-us", "3000"]).await;
+    let sim2 = support::sim(&["--decode-base-us", "3000"]).await;
+    let gw = support::gateway(&[&sim1, &sim2], &[]).await;
+    let c = support::client();
+    let n = 12;
+    let mut client_total = 0.0;
+    let mut completion_tokens = 0;
+    for i in 0..n {
+        let stream = i % 2 == 0;
+        let body = json!({"model": MODEL, "messages": [{"role":"user","content": format!("question {i}")}], "max_tokens": 8, "stream": stream,
+            "stream_options": {"include_usage": true}});
+        let t = Instant::now();
+        let r = c
+            .post(format!("{}/v1/chat/completions", gw.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status().as_u16(), 200);
+        let text = r.text().await.expect("body");
+        client_total += t.elapsed().as_secs_f64();
+        completion_tokens += 8;
+        if stream {
+            assert_eq!(
+                support::sse_data(&text).last().map(String::as_str),
+                Some("[DONE]")
+            );
+        }
+    }
+    let text = c
+        .get(format!("{}/metrics", gw.url))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let count = |name: &str| {
+        support::metric_sum(
+            &text,
+            &format!("switchboard_{name}_count{{endpoint=\"chat\""),
+        )
+    };
+    assert_eq!(count("time_to_first_token_seconds"), n as f64);
+    assert_eq!(count("e2e_request_latency_seconds"), n as f64);
+    assert_eq!(count("time_per_output_token_seconds"), n as f64);
+    let itl = count("inter_token_latency_seconds");
+    assert!(
+        itl > 0.0 && itl <= (completion_tokens - n) as f64,
+        "itl count {itl}"
+    );
+    let e2e_sum = support::metric_sum(
+        &text,
+        "switchboard_e2e_request_latency_seconds_sum{endpoint=\"chat\"",
+    );
+    assert!(
+        e2e_sum <= client_total,
+        "gateway E2E {e2e_sum} > client-measured {client_total}"
+    );
+    assert!(
+        e2e_sum >= 0.5 * client_total,
+        "gateway E2E {e2e_sum} far below client-measured {client_total}"
+    );
+    assert_eq!(
+        support::metric_sum(&text, "switchboard_completion_tokens_total"),
+        completion_tokens as f64
+    );
+    assert_eq!(support::metric_sum(&text, "switchboard_requests_total{endpoint=\"chat\",model=\"smollm2-135m-instruct\",status=\"200\"}"), n as f64);
+    assert_eq!(
+        support::metric_sum(&text, "switchboard_worker_in_flight_requests"),
+        0.0
+    );
+}
+
+/// Features the gateway does not implement itself reach the worker's own OpenAI route.
+#[tokio::test]
+async fn tools_requests_go_to_the_workers_openai_route() {
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"weather?"}], "max_tokens": 3,
+        "tools": [{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{}}}}]});
+    let r = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    // The simulator's own OpenAI route answers with SGLang's fields (e.g. `matched_stop`).
+    assert!(v["choices"][0].get("matched_stop").is_some(), "{v}");
+}
+
+#[tokio::test]
+async fn models_and_info_routes() {
+    let sim = support::sim(&[]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let c = support::client();
+    let v: Value = c
+        .get(format!("{}/v1/models", gw.url))
+        .send()
+        .await
+        .expect("models")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["data"][0]["id"], MODEL);
+    for path in [
+        "/server_info",
+        "/get_server_info",
+        "/model_info",
+        "/get_model_info",
+        "/health",
+        "/readiness",
+    ] {
+        let r = c
+            .get(format!("{}{path}", gw.url))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn readiness_is_503_without_healthy_workers() {
+    let gw = support::gateway(&[], &[]).await;
+    let r = support::client()
+        .get(format!("{}/readiness", gw.url))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 503);
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}]});
+    let r = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+}
