@@ -1,0 +1,281 @@
+//! The simulated SGLang worker over HTTP: wire shapes, prefix cache, load reporting, faults.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+async fn post(url: &str, body: &Value) -> reqwest::Response {
+    support::client()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("send")
+}
+
+/// Time to the first SSE chunk of a streamed `/generate`.
+async fn ttft(sim: &str, input_ids: &[u32]) -> Duration {
+    let body = json!({"input_ids": input_ids, "sampling_params": {"max_new_tokens": 2, "ignore_eos": true}, "stream": true});
+    let t = Instant::now();
+    let mut r = post(&format!("{sim}/generate"), &body).await;
+    r.chunk().await.expect("chunk").expect("first chunk");
+    let first = t.elapsed();
+    while r.chunk().await.expect("chunk").is_some() {}
+    first
+}
+
+#[tokio::test]
+async fn warm_prefix_cuts_ttft_at_least_5x() {
+    let sim = support::sim(&["--context-length", "8192"]).await;
+    let prefix: Vec<u32> = (0..2048).map(|i| 1000 + (i * 7) % 5000).collect();
+    let with_question = |q: u32| -> Vec<u32> {
+        prefix
+            .iter()
+            .copied()
+            .chain((0..128).map(|i| 20 + q + i))
+            .collect()
+    };
+    let cold = ttft(&sim.url, &with_question(0)).await;
+    let warm = ttft(&sim.url, &with_question(500)).await;
+    assert!(cold >= warm * 5, "cold {cold:?} vs warm {warm:?}");
+    // The worker says so too.
+    let body = json!({"input_ids": with_question(900), "sampling_params": {"max_new_tokens": 1}});
+    let v: Value = post(&format!("{}/generate", sim.url), &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        v["meta_info"]["cached_tokens"]
+            .as_u64()
+            .expect("cached_tokens")
+            >= 2048
+    );
+}
+
+#[tokio::test]
+async fn generate_stream_is_cumulative_by_default_and_incremental_on_request() {
+    for (flags, cumulative) in [
+        (vec![], true),
+        (vec!["--incremental-streaming-output"], false),
+    ] {
+        let mut args = vec!["--time-scale", "0.01"];
+        args.extend(flags);
+        let sim = support::sim(&args).await;
+        let body = json!({"text": "Hello", "sampling_params": {"max_new_tokens": 5, "ignore_eos": true}, "stream": true});
+        let text = post(&format!("{}/generate", sim.url), &body)
+            .await
+            .text()
+            .await
+            .expect("body");
+        let data = support::sse_data(&text);
+        assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+        let chunks: Vec<Value> = data[..data.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str(d).expect("chunk json"))
+            .collect();
+        let last = chunks.last().expect("chunks");
+        assert_eq!(last["meta_info"]["completion_tokens"], 5);
+        assert_eq!(last["meta_info"]["finish_reason"]["type"], "length");
+        assert!(last["meta_info"]["e2e_latency"].is_number());
+        let ids: usize = chunks
+            .iter()
+            .map(|c| c["output_ids"].as_array().map_or(0, Vec::len))
+            .sum();
+        if cumulative {
+            assert_eq!(last["output_ids"].as_array().map(Vec::len), Some(5));
+        } else {
+            assert_eq!(ids, 5);
+        }
+    }
+}
+
+#[tokio::test]
+async fn loads_report_running_and_waiting() {
+    let sim = support::sim(&["--max-running-requests", "1", "--decode-base-us", "20000"]).await;
+    let body = json!({"input_ids": (1..=100).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 200}, "stream": true});
+    let mut a = post(&format!("{}/generate", sim.url), &body).await;
+    a.chunk().await.expect("chunk");
+    let body2 = json!({"input_ids": (500..=549).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 200}, "stream": true});
+    let _b = post(&format!("{}/generate", sim.url), &body2).await;
+    let v: Value = support::client()
+        .get(format!("{}/v1/loads", sim.url))
+        .send()
+        .await
+        .expect("loads")
+        .json()
+        .await
+        .expect("json");
+    let l = &v["loads"][0];
+    assert_eq!(l["num_running_reqs"], 1);
+    assert_eq!(l["num_waiting_reqs"], 1);
+    assert_eq!(l["num_waiting_uncached_tokens"], 50);
+    let legacy: Value = support::client()
+        .get(format!("{}/get_load", sim.url))
+        .send()
+        .await
+        .expect("get_load")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(legacy[0]["num_reqs"], 2);
+}
+
+#[tokio::test]
+async fn queue_full_is_503() {
+    let sim = support::sim(&[
+        "--max-running-requests",
+        "1",
+        "--max-queued-requests",
+        "0",
+        "--decode-base-us",
+        "20000",
+    ])
+    .await;
+    let body =
+        json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 100}, "stream": true});
+    let mut a = post(&format!("{}/generate", sim.url), &body).await;
+    a.chunk().await.expect("chunk");
+    let r = post(
+        &format!("{}/generate", sim.url),
+        &json!({"input_ids": [4, 5], "sampling_params": {"max_new_tokens": 3}}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 503);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["message"], "The request queue is full.");
+}
+
+#[tokio::test]
+async fn errors_use_sglang_shapes() {
+    let sim = support::sim(&["--context-length", "16"]).await;
+    let r = post(
+        &format!("{}/generate", sim.url),
+        &json!({"input_ids": [1, 2], "sampling_params": {"bogus": 1}}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.expect("json");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("bogus")),
+        "{v}"
+    );
+    let r = post(
+        &format!("{}/generate", sim.url),
+        &json!({"input_ids": (0..40).collect::<Vec<u32>>()}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 400);
+}
+
+#[tokio::test]
+async fn fault_knobs_change_at_run_time() {
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    let gen = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 10, "ignore_eos": true}, "stream": true});
+    post(
+        &format!("{}/sim/faults", sim.url),
+        &json!({"error_rate": 1.0}),
+    )
+    .await;
+    assert_eq!(
+        post(&format!("{}/generate", sim.url), &gen)
+            .await
+            .status()
+            .as_u16(),
+        500
+    );
+    post(
+        &format!("{}/sim/faults", sim.url),
+        &json!({"die_after_tokens": 3}),
+    )
+    .await;
+    let r = post(&format!("{}/generate", sim.url), &gen).await;
+    assert!(r.text().await.is_err(), "the stream should break off");
+    post(
+        &format!("{}/sim/faults", sim.url),
+        &json!({"flap_health_secs": 0.2}),
+    )
+    .await;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..30 {
+        seen.insert(
+            support::client()
+                .get(format!("{}/health", sim.url))
+                .send()
+                .await
+                .expect("health")
+                .status()
+                .as_u16(),
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(seen, [200, 503].into_iter().collect());
+    post(&format!("{}/sim/faults", sim.url), &json!({})).await;
+    assert_eq!(
+        post(&format!("{}/generate", sim.url), &gen)
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn abort_request_frees_the_slot() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1000}, "stream": true, "rid": "job-7"});
+    let mut r = post(&format!("{}/generate", sim.url), &body).await;
+    r.chunk().await.expect("chunk");
+    post(
+        &format!("{}/abort_request", sim.url),
+        &json!({"rid": "job-"}),
+    )
+    .await;
+    let rest = r.text().await.expect("rest");
+    assert!(rest.contains("\"abort\""), "{rest}");
+    let v: Value = support::client()
+        .get(format!("{}/v1/loads", sim.url))
+        .send()
+        .await
+        .expect("loads")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["loads"][0]["num_running_reqs"], 0);
+}
+
+#[test]
+fn help_documents_every_knob() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["sim", "--help"])
+        .output()
+        .expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--port",
+        "--model-name",
+        "--tokenizer-path",
+        "--time-scale",
+        "--zero-latency",
+        "--max-running-requests",
+        "--max-queued-requests",
+        "--kv-capacity-tokens",
+        "--chunked-prefill-size",
+        "--page-size",
+        "--prefill-base-us",
+        "--decode-base-us",
+        "--decode-batch-knee",
+        "--fault-error-rate",
+        "--fault-die-after-tokens",
+        "--fault-stall-secs",
+        "--fault-slow-health-secs",
+        "--fault-flap-health-secs",
+        "--fault-refuse-connections",
+        "--incremental-streaming-output",
+        "--enable-cache-report",
+    ] {
+        assert!(help.contains(flag), "sim --help lacks {flag}");
+    }
+}
