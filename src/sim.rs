@@ -43,6 +43,9 @@ pub struct SimOptions {
     /// Stream `text`/`output_ids` as deltas instead of SGLang's default cumulative form.
     #[arg(long)]
     pub incremental_streaming_output: bool,
+    /// Send only `output_ids` from `/generate` (no `text`), as SGLang's `--skip-tokenizer-init`.
+    #[arg(long)]
+    pub skip_tokenizer_init: bool,
     /// Report `prompt_tokens_details.cached_tokens` in OpenAI usage (SGLang's `--enable-cache-report`).
     #[arg(long)]
     pub enable_cache_report: bool,
@@ -179,6 +182,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         metrics: metrics::SimMetrics::new(&opts.model_name)?,
         context_length,
         incremental_output: opts.incremental_streaming_output,
+        skip_tokenizer_init: opts.skip_tokenizer_init,
         cache_report: opts.enable_cache_report,
         eos_probability: opts.eos_probability,
         server_args,

@@ -349,3 +349,76 @@ async fn readiness_is_503_without_healthy_workers() {
         .expect("send");
     assert_eq!(r.status().as_u16(), 503);
 }
+
+/// Workers started with `--skip-tokenizer-init` send ids only: the gateway detokenizes,
+/// applies stop strings itself, and aborts the worker's now unwanted generation.
+#[tokio::test]
+async fn ids_only_workers_are_detokenized_with_stop_strings() {
+    let plain = support::sim(&["--time-scale", "0.01"]).await;
+    let ids_only = support::sim(&["--skip-tokenizer-init", "--decode-base-us", "2000"]).await;
+    let gw_plain = support::gateway(&[&plain], &[]).await;
+    let gw_ids = support::gateway(&[&ids_only], &[]).await;
+    let c = support::client();
+    let ask = |url: String, extra: Value| {
+        let c = c.clone();
+        async move {
+            let mut body = json!({"model": MODEL, "messages": [{"role":"user","content":"same prompt"}], "max_tokens": 24});
+            body.as_object_mut()
+                .expect("obj")
+                .extend(extra.as_object().cloned().unwrap_or_default());
+            let v: Value = c
+                .post(format!("{url}/v1/chat/completions"))
+                .json(&body)
+                .send()
+                .await
+                .expect("send")
+                .json()
+                .await
+                .expect("json");
+            v
+        }
+    };
+    let reference = ask(gw_plain.url.clone(), json!({})).await;
+    let text = reference["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_owned();
+    let detok = ask(gw_ids.url.clone(), json!({})).await;
+    assert_eq!(
+        detok["choices"][0]["message"]["content"],
+        text.as_str(),
+        "detokenized text differs"
+    );
+    // A word from the middle becomes a stop string.
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let stop = format!(" {}", words[words.len() / 2]);
+    let cut = &text[..text.find(&stop).expect("stop in text")];
+    let stopped = ask(gw_ids.url.clone(), json!({"stop": [stop], "stream": false})).await;
+    assert_eq!(stopped["choices"][0]["message"]["content"], cut);
+    assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
+    eventually("worker aborted after our stop", || async {
+        sim_metric(&ids_only.url, "sim_abort_requests_received_total").await >= 1.0
+    })
+    .await;
+    eventually("worker idle", || async {
+        running_on(&ids_only.url).await == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn separate_metrics_listener_and_json_logs() {
+    let sim = support::sim(&[]).await;
+    let mport = support::free_port().to_string();
+    let gw = support::gateway(&[&sim], &["--prometheus-port", &mport, "--log-json"]).await;
+    let text = support::client()
+        .get(format!("http://127.0.0.1:{mport}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(text.contains("switchboard_worker_healthy"), "{text}");
+    drop(gw);
+}

@@ -68,7 +68,13 @@ impl Generation {
                 self.completion_tokens = delta.completion_tokens;
                 self.cached_tokens = delta.cached_tokens;
                 if delta.finish.is_some() {
-                    self.end(200);
+                    if self.upstream.stopped_here() {
+                        // Our stop string ended it; the worker is still generating: abort it.
+                        self.done = true;
+                        self.record(200);
+                    } else {
+                        self.end(200);
+                    }
                 }
                 Ok(Some(delta))
             }

@@ -25,7 +25,9 @@ struct GenerateInput {
 
 #[derive(Serialize)]
 struct GenerateOutput<'a> {
-    text: &'a str,
+    /// Absent with `--skip-tokenizer-init`: ids only, as SGLang sends then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
     output_ids: &'a [u32],
     meta_info: MetaOut<'a>,
 }
@@ -85,6 +87,12 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     let rid = input
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let with_text = !state.skip_tokenizer_init;
+    let mut params = params;
+    if state.skip_tokenizer_init {
+        // Without a tokenizer SGLang cannot match stop strings; the caller must.
+        params.stop.clear();
+    }
     let mut run = match Run::start(&state, rid, prompt, &params) {
         Ok(run) => run,
         Err(e) => return run_error(e),
@@ -93,7 +101,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         if run.complete().await.is_err() {
             return super::server::reset();
         }
-        return json(axum::http::StatusCode::OK, &output(&run, 0, 0));
+        return json(axum::http::StatusCode::OK, &output(&run, 0, 0, with_text));
     }
     let incremental = state.incremental_output;
     let stream = futures_util::stream::unfold(Some((run, 0usize, 0usize)), move |st| async move {
@@ -105,12 +113,13 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
                 } else {
                     (0, 0)
                 };
-                let chunk = sse::json_event(&output(&run, ids_from, text_from));
+                let chunk = sse::json_event(&output(&run, ids_from, text_from, with_text));
                 let next = (run.produced, run.text().len());
                 Some((Ok(chunk), Some((run, next.0, next.1))))
             }
             Ok(None) if run.aborted => {
-                let chunk = sse::json_event(&output(&run, run.produced, run.text().len()));
+                let chunk =
+                    sse::json_event(&output(&run, run.produced, run.text().len(), with_text));
                 Some((Ok(chunk), None))
             }
             Ok(None) => None,
@@ -120,11 +129,11 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     sse_response(stream)
 }
 
-fn output(run: &Run, ids_from: usize, text_from: usize) -> GenerateOutput<'_> {
+fn output(run: &Run, ids_from: usize, text_from: usize, with_text: bool) -> GenerateOutput<'_> {
     let finish_reason = run.finish_reason();
     let e2e_latency = finish_reason.as_ref().map(|_| run.e2e_latency());
     GenerateOutput {
-        text: &run.text()[text_from.min(run.text().len())..],
+        text: with_text.then(|| &run.text()[text_from.min(run.text().len())..]),
         output_ids: &run.output_ids()[ids_from.min(run.produced)..],
         meta_info: MetaOut {
             id: &run.rid,

@@ -31,6 +31,7 @@ pub struct SimState {
     pub metrics: SimMetrics,
     pub context_length: usize,
     pub incremental_output: bool,
+    pub skip_tokenizer_init: bool,
     pub cache_report: bool,
     pub eos_probability: f64,
     pub server_args: serde_json::Value,

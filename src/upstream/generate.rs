@@ -39,6 +39,7 @@ pub struct GenerateStream {
     tokenizer: Arc<Tokenizer>,
     stop: Vec<String>,
     stop_matched: Option<String>,
+    stopped_here: bool,
     finished: bool,
 }
 
@@ -74,6 +75,7 @@ pub async fn start(
         tokenizer,
         stop: params.stop.clone(),
         stop_matched: None,
+        stopped_here: false,
         finished: false,
     })
 }
@@ -178,6 +180,7 @@ impl GenerateStream {
         let mut text = text;
         if let Some(matched) = self.stop_matched.take() {
             // Our own detokenizer hit a stop string: the generation is over for the client.
+            self.stopped_here = finish.is_none();
             finish = Some(FinishReason::Stop {
                 matched: Some(matched.into()),
             });
@@ -220,6 +223,11 @@ impl GenerateStream {
             self.stop_matched = Some(m.to_owned());
         }
         Ok(delta.text.to_owned())
+    }
+
+    /// We ended the answer at a stop string while the worker may still be generating.
+    pub fn stopped_here(&self) -> bool {
+        self.stopped_here
     }
 
     pub fn worker(&self) -> &Arc<Worker> {
