@@ -1,0 +1,188 @@
+//! Real Python clients against the simulator and the gateway: the official OpenAI SDK
+//! (tests/python/openai_sdk_check.py) and SGLang 0.5.9's bench_serving
+//! (tests/python/bench_serving.py). The python comes from `SWITCHBOARD_PYTHON`, made by
+//! `.ci/python-env.sh`:
+//!
+//! `SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test python_clients`
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Bound on one python run; the slowest (gsp, 200 prompts of ~2.2k tokens) takes ~10 s.
+const PY_TIMEOUT: Duration = Duration::from_secs(240);
+/// Sims run 10× faster than the modelled GPU so the whole file stays short.
+const SIM_FAST: &[&str] = &["--time-scale", "0.1"];
+const BACKENDS: [&str; 3] = ["sglang", "sglang-oai", "sglang-oai-chat"];
+const NUM_PROMPTS: usize = 200;
+const GSP_GROUPS: usize = 8;
+const GSP_PER_GROUP: usize = 25;
+
+/// The python to use, or `None` (after a visible SKIPPED line) outside CI.
+fn python() -> Option<String> {
+    match std::env::var("SWITCHBOARD_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but SWITCHBOARD_PYTHON is not: the python client tests must run in CI (see .ci/python-env.sh)")
+        }
+        _ => {
+            eprintln!("SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)");
+            None
+        }
+    }
+}
+
+fn temp_file(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("switchboard-py-{}-{n}-{tag}", std::process::id()))
+}
+
+/// Runs `python script args…` with a deadline and returns the JSON summary (its last
+/// stdout line). Output goes to files, not pipes, so a chatty failure cannot block it.
+async fn run_py(python: &str, script: &str, args: Vec<String>) -> Value {
+    let (python, script) = (python.to_owned(), support::repo_path(script));
+    tokio::task::spawn_blocking(move || {
+        let (out_path, err_path) = (temp_file("stdout"), temp_file("stderr"));
+        let out = std::fs::File::create(&out_path).expect("create stdout file");
+        let err = std::fs::File::create(&err_path).expect("create stderr file");
+        let mut child = Command::new(&python)
+            .arg(&script)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {python}: {e}"));
+        let deadline = Instant::now() + PY_TIMEOUT;
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait for python") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(&err_path);
+        let ok = status.is_some_and(|s| s.success());
+        if !ok {
+            // The end of stderr holds the script's FAILED line and bench_serving's report.
+            let tail: Vec<&str> = stderr.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let what = status.map_or_else(|| format!("timed out after {PY_TIMEOUT:?}"), |s| s.to_string());
+            panic!("{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}", tail.join("\n"));
+        }
+        let line = stdout.lines().last().unwrap_or_else(|| panic!("{script} {args:?}: no output"));
+        eprintln!("{} {}", script.rsplit('/').next().unwrap_or(&script), line);
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
+    })
+    .await
+    .expect("python runner thread")
+}
+
+fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
+    let mut a: Vec<String> = ["--base-url", url, "--backend", backend, "--dataset-name", dataset, "--max-concurrency", "32"]
+        .map(String::from)
+        .to_vec();
+    let rest: Vec<String> = match dataset {
+        "random-ids" => vec!["--num-prompts".into(), NUM_PROMPTS.to_string(), "--random-input-len".into(), "128".into(), "--random-output-len".into(), "32".into()],
+        "generated-shared-prefix" => vec![
+            "--gsp-num-groups".into(),
+            GSP_GROUPS.to_string(),
+            "--gsp-prompts-per-group".into(),
+            GSP_PER_GROUP.to_string(),
+            "--gsp-system-prompt-len".into(),
+            "2048".into(),
+            "--gsp-question-len".into(),
+            "128".into(),
+            "--gsp-output-len".into(),
+            "32".into(),
+        ],
+        other => panic!("no args for dataset {other}"),
+    };
+    a.extend(rest);
+    a
+}
+
+/// One bench_serving run; the runner already exits non-zero on these, the asserts
+/// here say what went wrong in the test's own words.
+async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
+    let r = run_py(python, "tests/python/bench_serving.py", bench_args(url, backend, dataset)).await;
+    let what = format!("{backend} {dataset}");
+    assert_eq!(r["failed"], 0, "{what}: failed requests: {r}");
+    assert_eq!(r["completed"], NUM_PROMPTS, "{what}: completed: {r}");
+    assert_eq!(r["total_output_tokens_retokenized"], r["total_output_tokens"], "{what}: retokenized != generated: {r}");
+    r
+}
+
+#[tokio::test]
+async fn openai_sdk_through_gateway_to_two_sims() {
+    let Some(py) = python() else { return };
+    let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
+    let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
+    let gw = support::gateway(&[&s1, &s2], &[]).await;
+    let r = run_py(&py, "tests/python/openai_sdk_check.py", vec![gw.url.clone(), support::MODEL.into()]).await;
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+#[tokio::test]
+async fn bench_serving_against_sim() {
+    let Some(py) = python() else { return };
+    let sim = support::sim(SIM_FAST).await;
+    for dataset in ["random-ids", "generated-shared-prefix"] {
+        for backend in BACKENDS {
+            bench(&py, &sim.url, backend, dataset).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn bench_serving_through_gateway() {
+    let Some(py) = python() else { return };
+    let (s1, s2) = (support::sim(SIM_FAST).await, support::sim(SIM_FAST).await);
+    let gw = support::gateway(&[&s1, &s2], &[]).await;
+    for backend in BACKENDS {
+        bench(&py, &gw.url, backend, "random-ids").await;
+    }
+}
+
+#[tokio::test]
+async fn prefix_cache_visible_on_shared_prefix() {
+    let Some(py) = python() else { return };
+    let sim = support::sim(SIM_FAST).await;
+    bench(&py, &sim.url, "sglang", "generated-shared-prefix").await;
+
+    let text = support::client()
+        .get(format!("{}/metrics", sim.url))
+        .send()
+        .await
+        .expect("GET sim /metrics")
+        .text()
+        .await
+        .expect("sim /metrics body");
+    let cached = support::metric_sum(&text, "sglang:cached_tokens_total");
+    let prompt = support::metric_sum(&text, "sglang:prompt_tokens_total");
+    assert!(prompt > 0.0, "no prompt tokens counted:\n{text}");
+    // Every request of a group shares its 2048-token system prompt, ~94 % of its
+    // ~2180 prompt tokens (the 128-token question and template are unique). Only a
+    // group's first request must miss, so an ideal cache hits ~0.94 × (1 − 1/25) ≈ 0.90
+    // of all prompt tokens (the fresh sim saw only this run; the warmup request repeats
+    // a prompt and only adds hits). We require 0.8 × (1 − 1/per_group) = 0.77: the 20 %
+    // slack covers the unique questions plus a few extra misses from the first wave of
+    // 32 concurrent requests, which can reach a group before its prefix is cached.
+    let bound = 0.8 * (1.0 - 1.0 / GSP_PER_GROUP as f64);
+    let share = cached / prompt;
+    eprintln!("prefix cache: cached {cached} of {prompt} prompt tokens = {share:.3} (bound {bound:.3})");
+    assert!(share >= bound, "cached share {share:.3} ({cached}/{prompt}) below {bound:.3}");
+}
