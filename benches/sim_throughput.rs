@@ -338,7 +338,13 @@ struct Measurement {
     errors: u64,
 }
 
-fn measure(incremental: bool, pin: bool, streams: usize, max_tokens: usize, secs: f64) -> Measurement {
+fn measure(
+    incremental: bool,
+    pin: bool,
+    streams: usize,
+    max_tokens: usize,
+    secs: f64,
+) -> Measurement {
     let (sim, addr) = start_sim(incremental, pin);
     let sim_pid = sim.child.id();
     let body = format!(

@@ -8,14 +8,6 @@ use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum PolicyKind {
-    RoundRobin,
-    Random,
-    PowerOfTwo,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
     /// SGLang's native `/generate` with token ids tokenized here.
     Sglang,
@@ -37,9 +29,8 @@ pub struct ServeConfig {
     /// Worker base URLs (http://host:port).
     #[arg(long, num_args = 1..)]
     pub worker_urls: Vec<String>,
-    /// How workers are chosen.
-    #[arg(long, value_enum, default_value = "round_robin")]
-    pub policy: PolicyKind,
+    #[command(flatten)]
+    pub routing: crate::routing::RoutingConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,
@@ -191,6 +182,7 @@ fn push_value(out: &mut Vec<OsString>, flag: &str, value: &toml::Value) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::PolicyKind;
 
     #[test]
     fn defaults_and_cli() {
@@ -205,7 +197,7 @@ mod tests {
         assert_eq!(c.port, 8080);
         assert_eq!(c.worker_urls.len(), 2);
         assert_eq!(c.host, "127.0.0.1");
-        assert_eq!(c.policy, PolicyKind::RoundRobin);
+        assert_eq!(c.routing.policy, PolicyKind::RoundRobin);
     }
 
     #[test]
@@ -224,7 +216,7 @@ mod tests {
         assert_eq!(c.port, 9000);
         assert!(c.log_json);
         assert_eq!(c.worker_urls, vec!["http://127.0.0.1:7".to_string()]);
-        assert_eq!(c.policy, PolicyKind::PowerOfTwo);
+        assert_eq!(c.routing.policy, PolicyKind::PowerOfTwo);
         std::fs::write(&path, "bogus = 1\n").unwrap();
         assert!(matches!(
             ServeConfig::from_args(["--config", path.to_str().unwrap()]),

@@ -71,7 +71,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
     let registry = Arc::new(Registry::new(&config.worker_urls).map_err(StartError::Workers)?);
     let metrics = Arc::new(Metrics::new(prometheus::Registry::new(), &model)?);
     Ok(AppState {
-        policy: crate::routing::build(config.policy),
+        policy: crate::routing::build(&config.routing),
         model,
         context_length,
         tokenizer: Arc::new(tokenizer),

@@ -20,6 +20,8 @@ pub struct Prepared {
     /// The request uses something only the worker's own OpenAI route implements (tools,
     /// response_format, logprobs, n > 1, …): forward the client's body as it is.
     pub forward: bool,
+    /// The OpenAI `user` field (a session key for session-affine routing).
+    pub user: Option<String>,
 }
 
 const ROLES: &[&str] = &[
@@ -71,6 +73,10 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
         req.stream_options.is_some_and(|o| o.include_usage),
         forward,
     )
+    .map(|p| Prepared {
+        user: req.user.clone(),
+        ..p
+    })
 }
 
 pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
@@ -103,6 +109,10 @@ pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, G
         req.stream_options.is_some_and(|o| o.include_usage),
         forward,
     )
+    .map(|p| Prepared {
+        user: req.user.clone(),
+        ..p
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -150,6 +160,7 @@ fn finish(
         stream,
         include_usage,
         forward,
+        user: None,
     })
 }
 

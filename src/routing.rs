@@ -1,13 +1,15 @@
 //! Choosing a worker. Each policy is a pure, synchronous pick over a snapshot of the workers.
 
+pub mod config;
 pub mod power_of_two;
 pub mod random;
 pub mod round_robin;
 
 use std::sync::Arc;
 
-use crate::config::PolicyKind;
-use crate::workers::Worker;
+pub use config::{PolicyKind, RoutingConfig};
+
+use crate::workers::{Worker, WorkerId};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RouteError {
@@ -16,38 +18,59 @@ pub enum RouteError {
 }
 
 /// What a policy may look at about the request.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct RouteRequest<'a> {
     pub prompt_ids: &'a [u32],
+    /// `X-SMG-Routing-Key` / `X-Session-ID` header, or the body's `user` field.
+    pub session_key: Option<&'a str>,
+}
+
+/// A policy's choice: an index into the candidates, and how many prompt tokens it expects the
+/// worker to have cached (0 when the policy does not track prefixes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    pub index: usize,
+    pub predicted_cached: usize,
+}
+
+impl Pick {
+    pub fn at(index: usize) -> Pick {
+        Pick {
+            index,
+            predicted_cached: 0,
+        }
+    }
 }
 
 pub trait Policy: Send + Sync {
-    /// An index into `workers` (all of which are healthy candidates), or `None` when empty.
-    fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<usize>;
+    /// Picks among `workers` (all healthy candidates); `None` only when it is empty. A policy
+    /// that indexes prefixes records the prompt against the worker it picked.
+    fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick>;
+
+    /// Membership changed: forget what belonged to workers no longer in `live`.
+    fn on_workers_changed(&self, _live: &[WorkerId]) {}
 }
 
-pub fn build(kind: PolicyKind) -> Box<dyn Policy> {
-    match kind {
+pub fn build(cfg: &RoutingConfig) -> Box<dyn Policy> {
+    match cfg.policy {
         PolicyKind::RoundRobin => Box::new(round_robin::RoundRobin::default()),
         PolicyKind::Random => Box::new(random::Random),
         PolicyKind::PowerOfTwo => Box::new(power_of_two::PowerOfTwo),
     }
 }
 
-/// Healthy workers first; a policy never sees an excluded one.
+/// Healthy workers only: a policy never sees an excluded one.
 pub fn select(
     policy: &dyn Policy,
     req: &RouteRequest<'_>,
     workers: &[Arc<Worker>],
-) -> Result<Arc<Worker>, RouteError> {
+) -> Result<(Arc<Worker>, Pick), RouteError> {
     let healthy: Vec<&Arc<Worker>> = workers.iter().filter(|w| w.is_healthy()).collect();
-    let i = policy
+    let pick = policy
         .pick(req, &healthy)
         .ok_or(RouteError::NoHealthyWorker)?;
-    healthy
-        .get(i)
-        .map(|w| Arc::clone(w))
-        .ok_or(RouteError::NoHealthyWorker)
+    let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
+    Ok((Arc::clone(worker), pick))
 }
 
 #[cfg(test)]

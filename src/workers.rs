@@ -5,7 +5,7 @@ pub mod load;
 pub mod registry;
 
 pub use load::LoadGuard;
-pub use registry::{Registry, Worker, WorkerId};
+pub use registry::{EngineLoad, Registry, Worker, WorkerId};
 
 /// Worker URLs must be plain http(s) with a host: no other schemes, no paths that would
 /// change where requests land.

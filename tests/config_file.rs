@@ -43,5 +43,5 @@ async fn gateway_starts_from_the_documented_file() {
         .json()
         .await
         .expect("json");
-    assert_eq!(v["policy"], "RoundRobin");
+    assert_eq!(v["policy"], "round_robin");
 }

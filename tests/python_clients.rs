@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,7 +32,11 @@ fn python() -> Option<String> {
             panic!("CI is set but SWITCHBOARD_PYTHON is not: the python client tests must run in CI (see .ci/python-env.sh)")
         }
         _ => {
-            eprintln!("SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)");
+            // Straight to stderr: libtest captures eprintln! of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)"
+            );
             None
         }
     }
@@ -80,23 +85,49 @@ async fn run_py(python: &str, script: &str, args: Vec<String>) -> Value {
             // The end of stderr holds the script's FAILED line and bench_serving's report.
             let tail: Vec<&str> = stderr.lines().rev().take(60).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            let what = status.map_or_else(|| format!("timed out after {PY_TIMEOUT:?}"), |s| s.to_string());
-            panic!("{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}", tail.join("\n"));
+            let what = status.map_or_else(
+                || format!("timed out after {PY_TIMEOUT:?}"),
+                |s| s.to_string(),
+            );
+            panic!(
+                "{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}",
+                tail.join("\n")
+            );
         }
-        let line = stdout.lines().last().unwrap_or_else(|| panic!("{script} {args:?}: no output"));
+        let line = stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("{script} {args:?}: no output"));
         eprintln!("{} {}", script.rsplit('/').next().unwrap_or(&script), line);
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
     })
     .await
     .expect("python runner thread")
 }
 
 fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
-    let mut a: Vec<String> = ["--base-url", url, "--backend", backend, "--dataset-name", dataset, "--max-concurrency", "32"]
-        .map(String::from)
-        .to_vec();
+    let mut a: Vec<String> = [
+        "--base-url",
+        url,
+        "--backend",
+        backend,
+        "--dataset-name",
+        dataset,
+        "--max-concurrency",
+        "32",
+    ]
+    .map(String::from)
+    .to_vec();
     let rest: Vec<String> = match dataset {
-        "random-ids" => vec!["--num-prompts".into(), NUM_PROMPTS.to_string(), "--random-input-len".into(), "128".into(), "--random-output-len".into(), "32".into()],
+        "random-ids" => vec![
+            "--num-prompts".into(),
+            NUM_PROMPTS.to_string(),
+            "--random-input-len".into(),
+            "128".into(),
+            "--random-output-len".into(),
+            "32".into(),
+        ],
         "generated-shared-prefix" => vec![
             "--gsp-num-groups".into(),
             GSP_GROUPS.to_string(),
@@ -118,11 +149,19 @@ fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
 /// One bench_serving run; the runner already exits non-zero on these, the asserts
 /// here say what went wrong in the test's own words.
 async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
-    let r = run_py(python, "tests/python/bench_serving.py", bench_args(url, backend, dataset)).await;
+    let r = run_py(
+        python,
+        "tests/python/bench_serving.py",
+        bench_args(url, backend, dataset),
+    )
+    .await;
     let what = format!("{backend} {dataset}");
     assert_eq!(r["failed"], 0, "{what}: failed requests: {r}");
     assert_eq!(r["completed"], NUM_PROMPTS, "{what}: completed: {r}");
-    assert_eq!(r["total_output_tokens_retokenized"], r["total_output_tokens"], "{what}: retokenized != generated: {r}");
+    assert_eq!(
+        r["total_output_tokens_retokenized"], r["total_output_tokens"],
+        "{what}: retokenized != generated: {r}"
+    );
     r
 }
 
@@ -132,7 +171,12 @@ async fn openai_sdk_through_gateway_to_two_sims() {
     let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
     let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
     let gw = support::gateway(&[&s1, &s2], &[]).await;
-    let r = run_py(&py, "tests/python/openai_sdk_check.py", vec![gw.url.clone(), support::MODEL.into()]).await;
+    let r = run_py(
+        &py,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), support::MODEL.into()],
+    )
+    .await;
     assert_eq!(r["ok"], true, "{r}");
 }
 
@@ -183,6 +227,11 @@ async fn prefix_cache_visible_on_shared_prefix() {
     // 32 concurrent requests, which can reach a group before its prefix is cached.
     let bound = 0.8 * (1.0 - 1.0 / GSP_PER_GROUP as f64);
     let share = cached / prompt;
-    eprintln!("prefix cache: cached {cached} of {prompt} prompt tokens = {share:.3} (bound {bound:.3})");
-    assert!(share >= bound, "cached share {share:.3} ({cached}/{prompt}) below {bound:.3}");
+    eprintln!(
+        "prefix cache: cached {cached} of {prompt} prompt tokens = {share:.3} (bound {bound:.3})"
+    );
+    assert!(
+        share >= bound,
+        "cached share {share:.3} ({cached}/{prompt}) below {bound:.3}"
+    );
 }

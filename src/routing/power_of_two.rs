@@ -4,23 +4,23 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::{Policy, RouteRequest};
+use super::{Pick, Policy, RouteRequest};
 use crate::workers::Worker;
 
 #[derive(Debug)]
 pub struct PowerOfTwo;
 
 impl Policy for PowerOfTwo {
-    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<usize> {
+    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
         match workers.len() {
             0 => None,
-            1 => Some(0),
+            1 => Some(Pick::at(0)),
             n => {
                 let mut rng = rand::rng();
                 let a = rng.random_range(0..n);
                 let b = (a + rng.random_range(1..n)) % n;
                 let load = |i: usize| (workers[i].in_flight(), workers[i].pending_prefill());
-                Some(if load(b) < load(a) { b } else { a })
+                Some(Pick::at(if load(b) < load(a) { b } else { a }))
             }
         }
     }
@@ -38,8 +38,8 @@ mod tests {
         let refs: Vec<_> = ws.iter().collect();
         for _ in 0..50 {
             assert_eq!(
-                PowerOfTwo.pick(&RouteRequest { prompt_ids: &[] }, &refs),
-                Some(1)
+                PowerOfTwo.pick(&RouteRequest::default(), &refs),
+                Some(Pick::at(1))
             );
         }
     }

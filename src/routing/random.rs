@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::{Policy, RouteRequest};
+use super::{Pick, Policy, RouteRequest};
 use crate::workers::Worker;
 
 #[derive(Debug)]
 pub struct Random;
 
 impl Policy for Random {
-    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<usize> {
-        (!workers.is_empty()).then(|| rand::rng().random_range(0..workers.len()))
+    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
+        (!workers.is_empty()).then(|| Pick::at(rand::rng().random_range(0..workers.len())))
     }
 }
 
@@ -26,9 +26,7 @@ mod tests {
         let refs: Vec<_> = ws.iter().collect();
         let mut seen = [false; 4];
         for _ in 0..400 {
-            seen[Random
-                .pick(&RouteRequest { prompt_ids: &[] }, &refs)
-                .unwrap()] = true;
+            seen[Random.pick(&RouteRequest::default(), &refs).unwrap().index] = true;
         }
         assert!(seen.iter().all(|s| *s));
     }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::{Policy, RouteRequest};
+use super::{Pick, Policy, RouteRequest};
 use crate::workers::Worker;
 
 #[derive(Debug, Default)]
@@ -12,11 +12,13 @@ pub struct RoundRobin {
 }
 
 impl Policy for RoundRobin {
-    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<usize> {
+    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
         if workers.is_empty() {
             return None;
         }
-        Some(self.next.fetch_add(1, Ordering::Relaxed) % workers.len())
+        Some(Pick::at(
+            self.next.fetch_add(1, Ordering::Relaxed) % workers.len(),
+        ))
     }
 }
 
@@ -29,8 +31,8 @@ mod tests {
         let ws = crate::routing::test_workers(3);
         let refs: Vec<_> = ws.iter().collect();
         let p = RoundRobin::default();
-        let req = RouteRequest { prompt_ids: &[] };
-        let picks: Vec<_> = (0..6).map(|_| p.pick(&req, &refs).unwrap()).collect();
+        let req = RouteRequest::default();
+        let picks: Vec<_> = (0..6).map(|_| p.pick(&req, &refs).unwrap().index).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
         assert_eq!(p.pick(&req, &[]), None);
     }

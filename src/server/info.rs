@@ -86,7 +86,7 @@ pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
         StatusCode::OK,
         &json!({
             "model_path": &*app.model, "served_model_name": &*app.model, "context_length": app.context_length,
-            "policy": format!("{:?}", c.policy), "backend": format!("{:?}", c.backend), "workers": workers,
+            "policy": c.routing.policy.name(), "backend": format!("{:?}", c.backend), "workers": workers,
             "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard", "internal_states": [{}],
         }),
     )

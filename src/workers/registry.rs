@@ -20,6 +20,20 @@ pub struct Worker {
     in_flight: AtomicUsize,
     /// Prefill tokens of requests that have not produced their first token yet.
     pending_prefill: AtomicU64,
+    /// The engine's own figures from its last `/v1/loads` answer.
+    engine_running: AtomicU64,
+    engine_waiting: AtomicU64,
+    engine_waiting_uncached: AtomicU64,
+}
+
+/// What the worker's engine last reported about itself (zeros until it first answers, and for
+/// engines without `/v1/loads`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineLoad {
+    pub running_requests: u64,
+    pub waiting_requests: u64,
+    /// Prompt tokens queued for prefill that its cache does not already hold.
+    pub waiting_uncached_tokens: u64,
 }
 
 impl Worker {
@@ -42,6 +56,9 @@ impl Worker {
             healthy: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             pending_prefill: AtomicU64::new(0),
+            engine_running: AtomicU64::new(0),
+            engine_waiting: AtomicU64::new(0),
+            engine_waiting_uncached: AtomicU64::new(0),
         })
     }
 
@@ -67,6 +84,23 @@ impl Worker {
 
     pub fn pending_prefill(&self) -> u64 {
         self.pending_prefill.load(Ordering::Relaxed)
+    }
+
+    pub fn engine_load(&self) -> EngineLoad {
+        EngineLoad {
+            running_requests: self.engine_running.load(Ordering::Relaxed),
+            waiting_requests: self.engine_waiting.load(Ordering::Relaxed),
+            waiting_uncached_tokens: self.engine_waiting_uncached.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn set_engine_load(&self, load: EngineLoad) {
+        self.engine_running
+            .store(load.running_requests, Ordering::Relaxed);
+        self.engine_waiting
+            .store(load.waiting_requests, Ordering::Relaxed);
+        self.engine_waiting_uncached
+            .store(load.waiting_uncached_tokens, Ordering::Relaxed);
     }
 
     pub(super) fn book(&self, prefill_tokens: u64) {

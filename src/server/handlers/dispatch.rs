@@ -16,7 +16,7 @@ use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::passthrough::{self, Forward};
 use crate::relay::{collect, stream, Generation};
-use crate::routing::{self, RouteRequest};
+use crate::routing::{self, Pick, RouteRequest};
 use crate::server::{request_id, AppState};
 use crate::upstream::abort::AbortOnDrop;
 use crate::upstream::generate;
@@ -44,12 +44,22 @@ where
     }
 }
 
-pub fn pick(app: &AppState, prompt_ids: &[u32]) -> Result<Arc<Worker>, GatewayError> {
+pub fn pick(app: &AppState, req: &RouteRequest<'_>) -> Result<(Arc<Worker>, Pick), GatewayError> {
     let t = Instant::now();
     let workers = app.registry.snapshot();
-    let worker = routing::select(app.policy.as_ref(), &RouteRequest { prompt_ids }, &workers)?;
+    let picked = routing::select(app.policy.as_ref(), req, &workers)?;
     app.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
-    Ok(worker)
+    Ok(picked)
+}
+
+/// The session a request belongs to, for session-affine routing: SMG's `X-SMG-Routing-Key`,
+/// then `X-Session-ID`, then the body's `user`.
+pub fn session_key<'a>(headers: &'a HeaderMap, user: Option<&'a str>) -> Option<&'a str> {
+    ["x-smg-routing-key", "x-session-id"]
+        .iter()
+        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
+        .or(user)
+        .filter(|k| !k.is_empty())
 }
 
 /// Chat and completions: native `/generate` with our token ids, or the worker's own route.
@@ -61,7 +71,11 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         Endpoint::Completions
     };
     let p = req.prepared;
-    let worker = pick(app, &p.prompt_ids)?;
+    let route = RouteRequest {
+        prompt_ids: &p.prompt_ids,
+        session_key: session_key(req.headers, p.user.as_deref()),
+    };
+    let (worker, _pick) = pick(app, &route)?;
     let span = tracing::debug_span!("request", id = %rid, worker = %worker.url);
     let _enter = span.enter();
     let guard = LoadGuard::book(Arc::clone(&worker), p.prompt_ids.len() as u64);

@@ -13,6 +13,7 @@ use super::dispatch;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, RequestTimer, Stage};
 use crate::relay::passthrough::{self, Forward};
+use crate::routing::RouteRequest;
 use crate::server::body::{parse, JsonBytes};
 use crate::server::{request_id, AppState};
 use crate::upstream::abort::AbortOnDrop;
@@ -55,7 +56,12 @@ pub async fn generate(
                 r
             }
         };
-        let worker = dispatch::pick(&app, &prompt_ids)?;
+        let user = req.get("routing_key").and_then(Value::as_str);
+        let route = RouteRequest {
+            prompt_ids: &prompt_ids,
+            session_key: dispatch::session_key(&headers, user),
+        };
+        let (worker, _pick) = dispatch::pick(&app, &route)?;
         let body = serde_json::to_vec(&req)
             .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
         let resp = passthrough::forward(Forward {
