@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 const WARMUP: Duration = Duration::from_secs(1);
+/// The sim's core; the generator gets core 0.
+const SIM_CORE: usize = 1;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -90,7 +92,7 @@ fn start_sim(incremental: bool, pin: bool) -> (SimGuard, SocketAddr) {
     let exe = sim_binary();
     let mut cmd = if pin {
         let mut c = Command::new("taskset");
-        c.args(["-c", "1"]).arg(&exe);
+        c.args(["-c", &SIM_CORE.to_string()]).arg(&exe);
         c
     } else {
         Command::new(&exe)
@@ -158,6 +160,27 @@ fn cpu_ticks(pid: u32) -> u64 {
             .unwrap_or(0)
     };
     get(11) + get(12)
+}
+
+/// (busy, total) jiffies of one core from `/proc/stat` (busy = all but idle and iowait).
+fn core_ticks(core: usize) -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let name = format!("cpu{core}");
+    let Some(line) = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+    else {
+        return (0, 0);
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8) // user nice system idle iowait irq softirq steal
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total - idle, total)
 }
 
 #[derive(Default)]
@@ -335,7 +358,16 @@ struct Measurement {
     requests: f64,
     sim_cpu: f64,
     gen_cpu: f64,
+    /// Fraction of the sim's core busy with anything (the sim or other processes).
+    core_busy: f64,
     errors: u64,
+}
+
+impl Measurement {
+    /// Chunks per second of sim CPU: the figure that does not depend on other load.
+    fn chunks_per_cpu_s(&self) -> f64 {
+        self.chunks / self.sim_cpu.max(1e-9)
+    }
 }
 
 fn measure(
@@ -369,15 +401,17 @@ fn measure(
             tokio::task::spawn_local(connection(addr, Rc::clone(&request), Rc::clone(&counters)));
         }
         tokio::time::sleep(WARMUP).await;
-        let (c0, s0, g0, t0) = (
+        let (c0, k0, s0, g0, t0) = (
             counters.snapshot(),
+            core_ticks(SIM_CORE),
             cpu_ticks(sim_pid),
             cpu_ticks(std::process::id()),
             Instant::now(),
         );
         tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-        let (c1, s1, g1, t1) = (
+        let (c1, k1, s1, g1, t1) = (
             counters.snapshot(),
+            core_ticks(SIM_CORE),
             cpu_ticks(sim_pid),
             cpu_ticks(std::process::id()),
             Instant::now(),
@@ -396,6 +430,7 @@ fn measure(
             requests: rate(2),
             sim_cpu: (s1 - s0) as f64 / hz / dt,
             gen_cpu: (g1 - g0) as f64 / hz / dt,
+            core_busy: (k1.0 - k0.0) as f64 / (k1.1 - k0.1).max(1) as f64,
             errors: counters.errors.get(),
         }
     });
@@ -414,9 +449,9 @@ fn main() {
     let self_pinned = pin && pin_self(0);
     println!(
         "sim_throughput: {streams} streams × {max_tokens} tokens, {secs} s per mode (+{} s warm-up); \
-         sim pinned to core 1: {}; generator pinned to core 0: {}",
+         sim pinned to core {SIM_CORE}: {}; generator pinned to core 0: {}",
         WARMUP.as_secs(),
-        if pin { "yes (taskset -c 1)" } else { "NO (no taskset or < 2 cores)" },
+        if pin { "yes (taskset)" } else { "NO (no taskset or < 2 cores)" },
         if self_pinned { "yes" } else { "no" },
     );
     let results: Vec<Measurement> = [false, true]
@@ -424,32 +459,52 @@ fn main() {
         .map(|incremental| measure(incremental, pin, streams, max_tokens, secs))
         .collect();
     println!(
-        "{:<12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}",
-        "mode", "chunks/s", "tokens/s", "req/s", "tok/chunk", "sim cpu s/s", "gen cpu s/s"
+        "{:<12} {:>10} {:>10} {:>8} {:>9} {:>9} {:>14} {:>9} {:>9}",
+        "mode",
+        "chunks/s",
+        "tokens/s",
+        "req/s",
+        "tok/chunk",
+        "sim cpu",
+        "chunks/cpu-s",
+        "core busy",
+        "gen cpu"
     );
     for r in &results {
         println!(
-            "{:<12} {:>12.0} {:>12.0} {:>10.1} {:>11.2} {:>12.2} {:>12.2}",
+            "{:<12} {:>10.0} {:>10.0} {:>8.1} {:>9.2} {:>9.2} {:>14.0} {:>9.2} {:>9.2}",
             r.mode,
             r.chunks,
             r.tokens,
             r.requests,
             r.tokens / r.chunks.max(1.0),
             r.sim_cpu,
+            r.chunks_per_cpu_s(),
+            r.core_busy,
             r.gen_cpu
         );
     }
+    println!(
+        "(sim cpu, gen cpu: CPU seconds per second; core busy: share of core {SIM_CORE} busy with anything)"
+    );
     for r in &results {
         if r.errors > 0 {
             println!("{}: {} connection errors", r.mode, r.errors);
+        }
+        if r.sim_cpu < 0.9 && r.core_busy - r.sim_cpu > 0.05 {
+            println!(
+                "{}: other processes took {:.0}% of core {SIM_CORE}; chunks/cpu-s is the load-independent figure",
+                r.mode,
+                100.0 * (r.core_busy - r.sim_cpu)
+            );
         }
     }
     let json: Vec<String> = results
         .iter()
         .map(|r| {
             format!(
-                "{{\"mode\":\"{}\",\"secs\":{:.2},\"chunks_per_s\":{:.0},\"tokens_per_s\":{:.0},\"requests_per_s\":{:.1},\"tokens_per_chunk\":{:.3},\"sim_cpu_s_per_s\":{:.3},\"gen_cpu_s_per_s\":{:.3},\"errors\":{}}}",
-                r.mode, r.secs, r.chunks, r.tokens, r.requests, r.tokens / r.chunks.max(1.0), r.sim_cpu, r.gen_cpu, r.errors
+                "{{\"mode\":\"{}\",\"secs\":{:.2},\"chunks_per_s\":{:.0},\"tokens_per_s\":{:.0},\"requests_per_s\":{:.1},\"tokens_per_chunk\":{:.3},\"sim_cpu_s_per_s\":{:.3},\"chunks_per_sim_cpu_s\":{:.0},\"sim_core_busy\":{:.3},\"gen_cpu_s_per_s\":{:.3},\"errors\":{}}}",
+                r.mode, r.secs, r.chunks, r.tokens, r.requests, r.tokens / r.chunks.max(1.0), r.sim_cpu, r.chunks_per_cpu_s(), r.core_busy, r.gen_cpu, r.errors
             )
         })
         .collect();

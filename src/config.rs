@@ -58,6 +58,12 @@ pub struct ServeConfig {
     /// Seconds between worker health checks.
     #[arg(long, default_value_t = 5)]
     pub health_check_interval_secs: u64,
+    /// Milliseconds between polls of each worker's own load report (`/v1/loads`); 0 = off.
+    #[arg(long, default_value_t = 250)]
+    pub load_poll_interval_ms: u64,
+    /// Bearer key for admin routes (`/workers`). Without it they answer only on a loopback listener.
+    #[arg(long, env = "SWITCHBOARD_ADMIN_API_KEY", hide_env_values = true)]
+    pub admin_api_key: Option<String>,
     /// Log filter (error, warn, info, debug, trace, or a tracing directive).
     #[arg(long, default_value = "info")]
     pub log_level: String,

@@ -42,6 +42,8 @@ pub enum GatewayError {
     Unauthorized,
     #[error("not found")]
     NotFound,
+    #[error("this route needs the admin API key")]
+    Forbidden,
 }
 
 impl GatewayError {
@@ -65,6 +67,7 @@ impl GatewayError {
             GatewayError::Route(_) => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Upstream(e) => e.status(),
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
+            GatewayError::Forbidden => StatusCode::FORBIDDEN,
         }
     }
 
@@ -80,6 +83,7 @@ impl GatewayError {
                 ("invalid_request_error", Some("payload_too_large"))
             }
             GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
+            GatewayError::Forbidden => ("invalid_request_error", Some("forbidden")),
             GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),
             GatewayError::Upstream(e) => e.kind_and_code(),
             e if e.status().is_server_error() => ("internal_error", None),

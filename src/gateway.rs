@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
-use crate::workers::{health, Registry};
+use crate::workers::{health, load_poll, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -20,8 +20,8 @@ pub enum StartError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Workers(String),
+    #[error(transparent)]
+    Workers(#[from] crate::workers::RegistryError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("cannot listen on {addr}: {source}")]
@@ -68,8 +68,12 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         .context_length
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
-    let registry = Arc::new(Registry::new(&config.worker_urls).map_err(StartError::Workers)?);
-    let metrics = Arc::new(Metrics::new(prometheus::Registry::new(), &model)?);
+    let registry = Arc::new(Registry::new(&config.worker_urls)?);
+    let metrics = Arc::new(Metrics::new(
+        prometheus::Registry::new(),
+        &model,
+        &config.routing.policy.name(),
+    )?);
     Ok(AppState {
         policy: crate::routing::build(&config.routing),
         model,
@@ -91,6 +95,13 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         state.client.clone(),
         Duration::from_secs(c.health_check_interval_secs.max(1)),
     );
+    if c.load_poll_interval_ms > 0 {
+        load_poll::spawn(
+            Arc::clone(&state.registry),
+            state.client.clone(),
+            Duration::from_millis(c.load_poll_interval_ms),
+        );
+    }
     let addr = format!("{}:{}", c.host, c.port);
     let tcp = tokio::net::TcpListener::bind(&addr)
         .await

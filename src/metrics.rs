@@ -80,6 +80,11 @@ pub struct Metrics {
     upstream_errors: IntCounterVec,
     pub worker_in_flight: IntGaugeVec,
     pub worker_healthy: IntGaugeVec,
+    pub worker_breaker_open: IntGaugeVec,
+    pub breaker_transitions: IntCounterVec,
+    picks: IntCounterVec,
+    prediction_error: Histogram,
+    pub prefix_index_tokens: prometheus::IntGauge,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -92,7 +97,7 @@ const STAGE_BUCKETS: &[f64] = &[
 ];
 
 impl Metrics {
-    pub fn new(registry: Registry, model: &str) -> prometheus::Result<Metrics> {
+    pub fn new(registry: Registry, model: &str, policy: &str) -> prometheus::Result<Metrics> {
         let hist = |name: &str,
                     help: &str,
                     buckets: &[f64],
@@ -191,7 +196,54 @@ impl Metrics {
             &["worker"],
         )?;
         registry.register(Box::new(worker_healthy.clone()))?;
+        let worker_breaker_open = IntGaugeVec::new(
+            Opts::new(
+                "switchboard_worker_breaker_open",
+                "1 while the worker's circuit breaker is open",
+            ),
+            &["worker"],
+        )?;
+        registry.register(Box::new(worker_breaker_open.clone()))?;
+        let breaker_transitions = IntCounterVec::new(
+            Opts::new(
+                "switchboard_worker_breaker_transitions_total",
+                "Circuit breaker openings and closings",
+            ),
+            &["worker"],
+        )?;
+        registry.register(Box::new(breaker_transitions.clone()))?;
+        let picks = IntCounterVec::new(
+            Opts::new(
+                "switchboard_route_picks_total",
+                "Routing decisions by worker",
+            )
+            .const_label("policy", policy),
+            &["worker"],
+        )?;
+        registry.register(Box::new(picks.clone()))?;
+        let prediction_error = Histogram::with_opts(
+            HistogramOpts::new(
+                "switchboard_cache_prediction_error_tokens",
+                "Worker-reported cached tokens minus the routing policy's prediction, per request",
+            )
+            .const_label("policy", policy)
+            .buckets(vec![
+                -4096.0, -1024.0, -256.0, -64.0, -16.0, -1.0, 0.0, 1.0, 16.0, 64.0, 256.0, 1024.0,
+                4096.0,
+            ]),
+        )?;
+        registry.register(Box::new(prediction_error.clone()))?;
+        let prefix_index_tokens = prometheus::IntGauge::new(
+            "switchboard_prefix_index_tokens",
+            "Tokens held by the routing prefix index",
+        )?;
+        registry.register(Box::new(prefix_index_tokens.clone()))?;
         Ok(Metrics {
+            worker_breaker_open,
+            breaker_transitions,
+            picks,
+            prediction_error,
+            prefix_index_tokens,
             latency,
             stages,
             requests,
@@ -230,6 +282,16 @@ impl Metrics {
         self.requests
             .with_label_values(&[endpoint.label(), status_label(status)])
             .inc();
+    }
+
+    pub fn pick(&self, worker_url: &str) {
+        self.picks.with_label_values(&[worker_url]).inc();
+    }
+
+    /// How far the routing policy's cache prediction was from what the worker reported.
+    pub fn cache_prediction(&self, predicted: usize, reported: u64) {
+        self.prediction_error
+            .observe(reported as f64 - predicted as f64);
     }
 
     pub fn upstream_error(&self, label: &'static str) {

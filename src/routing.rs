@@ -1,9 +1,15 @@
 //! Choosing a worker. Each policy is a pure, synchronous pick over a snapshot of the workers.
 
+pub mod cache_aware;
 pub mod config;
+pub mod consistent_hash;
 pub mod power_of_two;
+pub mod prefix_cost;
+pub mod prefix_index;
 pub mod random;
 pub mod round_robin;
+#[cfg(test)]
+mod workload_tests;
 
 use std::sync::Arc;
 
@@ -56,7 +62,30 @@ pub fn build(cfg: &RoutingConfig) -> Box<dyn Policy> {
         PolicyKind::RoundRobin => Box::new(round_robin::RoundRobin::default()),
         PolicyKind::Random => Box::new(random::Random),
         PolicyKind::PowerOfTwo => Box::new(power_of_two::PowerOfTwo),
+        PolicyKind::CacheAware => Box::new(cache_aware::CacheAware::new(
+            cache_aware::CacheAwareConfig {
+                cache_threshold: cfg.cache_threshold,
+                balance_abs_threshold: cfg.balance_abs_threshold,
+                balance_rel_threshold: cfg.balance_rel_threshold,
+                eviction_interval: std::time::Duration::from_secs(cfg.eviction_interval_secs),
+                page_size: page_size(cfg),
+                max_tree_size: cfg.max_tree_size.unwrap_or(cfg.prefix_index_max_tokens),
+            },
+        )),
+        PolicyKind::ConsistentHash => Box::new(consistent_hash::ConsistentHash::new(
+            cfg.hash_load_factor,
+            page_size(cfg),
+        )),
+        PolicyKind::PrefixCost => Box::new(prefix_cost::PrefixCost::new(
+            cfg.prefill_weight,
+            cfg.decode_weight,
+            prefix_index::PrefixIndex::new(page_size(cfg), cfg.prefix_index_max_tokens),
+        )),
     }
+}
+
+fn page_size(cfg: &RoutingConfig) -> usize {
+    usize::try_from(cfg.prefix_page_size).unwrap_or(16).max(1)
 }
 
 /// Healthy workers only: a policy never sees an excluded one.
@@ -65,7 +94,7 @@ pub fn select(
     req: &RouteRequest<'_>,
     workers: &[Arc<Worker>],
 ) -> Result<(Arc<Worker>, Pick), RouteError> {
-    let healthy: Vec<&Arc<Worker>> = workers.iter().filter(|w| w.is_healthy()).collect();
+    let healthy: Vec<&Arc<Worker>> = workers.iter().filter(|w| w.is_available()).collect();
     let pick = policy
         .pick(req, &healthy)
         .ok_or(RouteError::NoHealthyWorker)?;

@@ -1,5 +1,6 @@
 //! The HTTP surface: routes and the tower layers around them, outermost first.
 
+pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod handlers;
@@ -26,8 +27,16 @@ pub fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             auth::require_api_key,
         ));
+    let admin = Router::new()
+        .route("/workers", get(admin::list).post(admin::add))
+        .route("/workers/{id}", axum::routing::delete(admin::remove))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_admin_key,
+        ));
     let mut app: Router<Arc<AppState>> = Router::new()
         .merge(inference)
+        .merge(admin)
         .route("/v1/models", get(info::models))
         .route("/health", get(info::health))
         .route("/readiness", get(info::readiness))

@@ -67,6 +67,21 @@ impl UpstreamError {
         }
     }
 
+    /// The worker looks broken (as opposed to busy, or refusing a bad request): counts
+    /// towards its circuit breaker.
+    pub fn is_worker_fault(&self) -> bool {
+        match self {
+            UpstreamError::Connect { .. }
+            | UpstreamError::Timeout { .. }
+            | UpstreamError::Protocol { .. }
+            | UpstreamError::Disconnected { .. } => true,
+            UpstreamError::Status { status, .. } => {
+                status.is_server_error() && *status != StatusCode::SERVICE_UNAVAILABLE
+            }
+            UpstreamError::Aborted { .. } => false,
+        }
+    }
+
     /// A short, bounded label for the upstream-errors metric.
     pub fn metric_label(&self) -> &'static str {
         match self {

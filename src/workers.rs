@@ -1,11 +1,15 @@
 //! The workers behind the gateway: identity, health and in-flight load.
 
+pub mod breaker;
 pub mod health;
 pub mod load;
+pub mod load_poll;
 pub mod registry;
+pub mod worker;
 
 pub use load::LoadGuard;
-pub use registry::{EngineLoad, Registry, Worker, WorkerId};
+pub use registry::{Registry, RegistryError};
+pub use worker::{EngineLoad, Worker, WorkerId};
 
 /// Worker URLs must be plain http(s) with a host: no other schemes, no paths that would
 /// change where requests land.

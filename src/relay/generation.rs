@@ -83,6 +83,7 @@ impl Generation {
                 Ok(None)
             }
             Err(e) => {
+                self.guard.outcome(e.is_worker_fault());
                 self.metrics.upstream_error(e.metric_label());
                 self.fail(e.status().as_u16());
                 Err(e)
@@ -95,6 +96,7 @@ impl Generation {
         if self.done {
             return;
         }
+        self.guard.outcome(false);
         self.done = true;
         self.abort.disarm();
         self.record(status);
@@ -110,6 +112,9 @@ impl Generation {
 
     fn record(&self, status: u16) {
         let m = &self.metrics;
+        if status == 200 {
+            m.cache_prediction(self.guard.predicted_cached(), u64::from(self.cached_tokens));
+        }
         self.timer.finish(m.latency(self.endpoint));
         m.request_done(self.endpoint, status);
         m.prompt_tokens.inc_by(u64::from(self.prompt_tokens));

@@ -48,6 +48,7 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         Ok(r) => r,
         Err(e) => {
             // Refused or unreachable: the worker is not generating, nothing to abort.
+            guard.outcome(e.is_worker_fault());
             if let Some(mut a) = abort {
                 a.disarm();
             }
@@ -165,12 +166,18 @@ impl Watch {
             return;
         }
         self.done = true;
+        if status != 499 {
+            self.guard.outcome(status >= 500 && status != 503);
+        }
         if status < 300 {
             if let Some(a) = self.abort.as_mut() {
                 a.disarm();
             }
         }
         let m = &self.metrics;
+        if status < 300 {
+            m.cache_prediction(self.guard.predicted_cached(), self.observer.cached_tokens);
+        }
         self.timer.finish(m.latency(self.endpoint));
         m.request_done(self.endpoint, status);
         m.prompt_tokens.inc_by(self.observer.prompt_tokens);

@@ -1,4 +1,5 @@
-//! `--api-key`: a Bearer token on inference routes, compared in constant time.
+//! `--api-key` on inference routes and `--admin-api-key` on admin routes: Bearer tokens
+//! compared in constant time.
 
 use std::sync::Arc;
 
@@ -11,21 +12,48 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use crate::error::GatewayError;
 
+fn bearer_matches(req: &Request, key: &str) -> bool {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    bool::from(given.as_bytes().ct_eq(key.as_bytes()))
+}
+
 pub async fn require_api_key(
     State(state): State<Arc<AppState>>,
     req: Request,
     next: Next,
 ) -> Response {
-    if let Some(key) = state.config.api_key.as_deref() {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            return GatewayError::Unauthorized.into_response();
-        }
+    match state.config.api_key.as_deref() {
+        Some(key) if !bearer_matches(&req, key) => GatewayError::Unauthorized.into_response(),
+        _ => next.run(req).await,
     }
-    next.run(req).await
+}
+
+/// Admin routes need the admin key (the inference key is not enough). Without an admin key
+/// they are open only on a loopback listener, where only this machine can reach them.
+pub async fn require_admin_key(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match state.config.admin_api_key.as_deref() {
+        Some(key) if bearer_matches(&req, key) => next.run(req).await,
+        Some(_) if req.headers().contains_key(header::AUTHORIZATION) => {
+            GatewayError::Forbidden.into_response()
+        }
+        Some(_) => GatewayError::Unauthorized.into_response(),
+        None if is_loopback(&state.config.host) => next.run(req).await,
+        None => GatewayError::Forbidden.into_response(),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }

@@ -66,6 +66,13 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
             .worker_healthy
             .with_label_values(&[&w.url])
             .set(i64::from(w.is_healthy()));
+        let open = w.breaker.state() == crate::workers::breaker::BreakerState::Open;
+        app.metrics
+            .worker_breaker_open
+            .with_label_values(&[&w.url])
+            .set(i64::from(open));
+        let transitions = app.metrics.breaker_transitions.with_label_values(&[&w.url]);
+        transitions.inc_by(w.breaker.transitions().saturating_sub(transitions.get()));
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

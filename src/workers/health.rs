@@ -10,6 +10,16 @@ use crate::upstream::Client;
 /// Failures in a row before a worker is excluded (one slow answer must not drop it).
 const FAILS_TO_EXCLUDE: u32 = 2;
 
+/// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
+pub async fn check_now(client: &Client, worker: &crate::workers::Worker) {
+    if client
+        .probe(worker, "/health", std::time::Duration::from_secs(5))
+        .await
+    {
+        worker.set_healthy(true);
+    }
+}
+
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,

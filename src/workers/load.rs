@@ -8,6 +8,8 @@ use super::Worker;
 pub struct LoadGuard {
     worker: Arc<Worker>,
     prefill_tokens: u64,
+    /// Prompt tokens the routing policy expected this worker to have cached.
+    predicted_cached: usize,
 }
 
 impl LoadGuard {
@@ -16,6 +18,7 @@ impl LoadGuard {
         LoadGuard {
             worker,
             prefill_tokens,
+            predicted_cached: 0,
         }
     }
 
@@ -24,6 +27,24 @@ impl LoadGuard {
         if self.prefill_tokens > 0 {
             self.worker.release_prefill(self.prefill_tokens);
             self.prefill_tokens = 0;
+        }
+    }
+
+    pub fn with_prediction(mut self, predicted_cached: usize) -> LoadGuard {
+        self.predicted_cached = predicted_cached;
+        self
+    }
+
+    pub fn predicted_cached(&self) -> usize {
+        self.predicted_cached
+    }
+
+    /// Reports how the request went to the worker's circuit breaker.
+    pub fn outcome(&self, worker_fault: bool) {
+        if worker_fault {
+            self.worker.breaker.record_failure();
+        } else {
+            self.worker.breaker.record_success();
         }
     }
 

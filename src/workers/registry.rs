@@ -1,133 +1,28 @@
-//! The set of workers and their live state. Requests read it lock-free through an `Arc` snapshot.
+//! The set of workers. Requests read it through an `Arc` snapshot; membership changes (static
+//! list at start, `POST/DELETE /workers`) swap in a new list. A removed worker's in-flight
+//! requests keep their `Arc<Worker>` and finish normally.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
-use axum::http::Uri;
+use super::{Worker, WorkerId};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkerId(pub u32);
-
-#[derive(Debug)]
-pub struct Worker {
-    pub id: WorkerId,
-    /// Base URL without a trailing slash.
-    pub url: String,
-    /// Parsed once so building a request URI is a concatenation.
-    pub authority: String,
-    pub scheme: &'static str,
-    healthy: AtomicBool,
-    in_flight: AtomicUsize,
-    /// Prefill tokens of requests that have not produced their first token yet.
-    pending_prefill: AtomicU64,
-    /// The engine's own figures from its last `/v1/loads` answer.
-    engine_running: AtomicU64,
-    engine_waiting: AtomicU64,
-    engine_waiting_uncached: AtomicU64,
-}
-
-/// What the worker's engine last reported about itself (zeros until it first answers, and for
-/// engines without `/v1/loads`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EngineLoad {
-    pub running_requests: u64,
-    pub waiting_requests: u64,
-    /// Prompt tokens queued for prefill that its cache does not already hold.
-    pub waiting_uncached_tokens: u64,
-}
-
-impl Worker {
-    pub fn new(id: WorkerId, url: &str) -> Result<Worker, String> {
-        super::validate_url(url)?;
-        let url = url.trim_end_matches('/').to_owned();
-        let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
-        let scheme = if uri.scheme_str() == Some("https") {
-            "https"
-        } else {
-            "http"
-        };
-        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-        Ok(Worker {
-            id,
-            url,
-            authority,
-            scheme,
-            // Unknown until the first health check answers.
-            healthy: AtomicBool::new(false),
-            in_flight: AtomicUsize::new(0),
-            pending_prefill: AtomicU64::new(0),
-            engine_running: AtomicU64::new(0),
-            engine_waiting: AtomicU64::new(0),
-            engine_waiting_uncached: AtomicU64::new(0),
-        })
-    }
-
-    pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
-        Uri::builder()
-            .scheme(self.scheme)
-            .authority(self.authority.as_str())
-            .path_and_query(path)
-            .build()
-    }
-
-    pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
-    }
-
-    pub fn set_healthy(&self, healthy: bool) {
-        self.healthy.store(healthy, Ordering::Relaxed);
-    }
-
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
-    }
-
-    pub fn pending_prefill(&self) -> u64 {
-        self.pending_prefill.load(Ordering::Relaxed)
-    }
-
-    pub fn engine_load(&self) -> EngineLoad {
-        EngineLoad {
-            running_requests: self.engine_running.load(Ordering::Relaxed),
-            waiting_requests: self.engine_waiting.load(Ordering::Relaxed),
-            waiting_uncached_tokens: self.engine_waiting_uncached.load(Ordering::Relaxed),
-        }
-    }
-
-    pub fn set_engine_load(&self, load: EngineLoad) {
-        self.engine_running
-            .store(load.running_requests, Ordering::Relaxed);
-        self.engine_waiting
-            .store(load.waiting_requests, Ordering::Relaxed);
-        self.engine_waiting_uncached
-            .store(load.waiting_uncached_tokens, Ordering::Relaxed);
-    }
-
-    pub(super) fn book(&self, prefill_tokens: u64) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.pending_prefill
-            .fetch_add(prefill_tokens, Ordering::Relaxed);
-    }
-
-    pub(super) fn release_prefill(&self, prefill_tokens: u64) {
-        self.pending_prefill
-            .fetch_sub(prefill_tokens, Ordering::Relaxed);
-    }
-
-    pub(super) fn release(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// All workers; membership changes swap in a new list.
 #[derive(Debug, Default)]
 pub struct Registry {
     workers: RwLock<Arc<[Arc<Worker>]>>,
-    next_id: AtomicU64,
+    next_id: AtomicU32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    #[error("{0}")]
+    InvalidUrl(String),
+    #[error("worker {0} is already registered")]
+    Duplicate(String),
 }
 
 impl Registry {
-    pub fn new(urls: &[String]) -> Result<Registry, String> {
+    pub fn new(urls: &[String]) -> Result<Registry, RegistryError> {
         let registry = Registry::default();
         for url in urls {
             registry.add(url)?;
@@ -135,21 +30,64 @@ impl Registry {
         Ok(registry)
     }
 
-    pub fn add(&self, url: &str) -> Result<Arc<Worker>, String> {
-        let id = WorkerId(self.next_id.fetch_add(1, Ordering::Relaxed) as u32);
-        let worker = Arc::new(Worker::new(id, url)?);
+    pub fn add(&self, url: &str) -> Result<Arc<Worker>, RegistryError> {
+        let id = WorkerId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let worker = Arc::new(Worker::new(id, url).map_err(RegistryError::InvalidUrl)?);
         let mut guard = self.workers.write().unwrap_or_else(|e| e.into_inner());
+        if guard.iter().any(|w| w.url == worker.url) {
+            return Err(RegistryError::Duplicate(worker.url.clone()));
+        }
         let mut list: Vec<Arc<Worker>> = guard.iter().cloned().collect();
         list.push(Arc::clone(&worker));
         *guard = list.into();
         Ok(worker)
     }
 
+    pub fn remove(&self, id: WorkerId) -> Option<Arc<Worker>> {
+        let mut guard = self.workers.write().unwrap_or_else(|e| e.into_inner());
+        let removed = guard.iter().find(|w| w.id == id).cloned()?;
+        *guard = guard
+            .iter()
+            .filter(|w| w.id != id)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into();
+        Some(removed)
+    }
+
     pub fn snapshot(&self) -> Arc<[Arc<Worker>]> {
         Arc::clone(&self.workers.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    pub fn any_healthy(&self) -> bool {
-        self.snapshot().iter().any(|w| w.is_healthy())
+    pub fn ids(&self) -> Vec<WorkerId> {
+        self.snapshot().iter().map(|w| w.id).collect()
+    }
+
+    pub fn any_available(&self) -> bool {
+        self.snapshot().iter().any(|w| w.is_available())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_remove_and_duplicates() {
+        let r = Registry::new(&["http://127.0.0.1:1".into()]).unwrap();
+        let w = r.add("http://127.0.0.1:2/").unwrap();
+        assert_eq!(w.url, "http://127.0.0.1:2");
+        assert!(matches!(
+            r.add("http://127.0.0.1:2"),
+            Err(RegistryError::Duplicate(_))
+        ));
+        assert!(matches!(
+            r.add("ftp://x"),
+            Err(RegistryError::InvalidUrl(_))
+        ));
+        assert_eq!(r.snapshot().len(), 2);
+        assert!(r.remove(w.id).is_some());
+        assert!(r.remove(w.id).is_none());
+        assert_eq!(r.ids(), vec![WorkerId(0)]);
     }
 }

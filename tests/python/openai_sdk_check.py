@@ -10,7 +10,7 @@ Prints one JSON summary line; exits 1 with a message on the first failure.
 import json
 import sys
 
-from openai import OpenAI
+from openai import OpenAI, OpenAIError
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -42,11 +42,16 @@ class Runner:
             kw["stop"] = stop
         if include_usage:
             kw["stream_options"] = {"include_usage": True}
-        if kind == "chat":
-            resp = self.client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kw)
-        else:
-            resp = self.client.completions.create(prompt=prompt, **kw)
+        try:
+            if kind == "chat":
+                resp = self.client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kw)
+            else:
+                resp = self.client.completions.create(prompt=prompt, **kw)
+            return self.parse(kind, what, resp, stream, include_usage)
+        except OpenAIError as e:
+            raise CheckFailed(f"{what}: the SDK raised {type(e).__name__}: {e}") from e
 
+    def parse(self, kind, what, resp, stream, include_usage):
         if not stream:
             want = ChatCompletion if kind == "chat" else Completion
             check(isinstance(resp, want), f"{what}: SDK gave {type(resp).__name__}, not {want.__name__}")

@@ -48,6 +48,7 @@ pub fn pick(app: &AppState, req: &RouteRequest<'_>) -> Result<(Arc<Worker>, Pick
     let t = Instant::now();
     let workers = app.registry.snapshot();
     let picked = routing::select(app.policy.as_ref(), req, &workers)?;
+    app.metrics.pick(&picked.0.url);
     app.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
     Ok(picked)
 }
@@ -75,10 +76,11 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         prompt_ids: &p.prompt_ids,
         session_key: session_key(req.headers, p.user.as_deref()),
     };
-    let (worker, _pick) = pick(app, &route)?;
+    let (worker, pick) = pick(app, &route)?;
     let span = tracing::debug_span!("request", id = %rid, worker = %worker.url);
     let _enter = span.enter();
-    let guard = LoadGuard::book(Arc::clone(&worker), p.prompt_ids.len() as u64);
+    let guard = LoadGuard::book(Arc::clone(&worker), p.prompt_ids.len() as u64)
+        .with_prediction(pick.predicted_cached);
     let timer = RequestTimer::start_at(req.start);
     if p.forward || app.config.backend == BackendKind::Openai {
         let path = if req.kind == Kind::Chat {
@@ -122,6 +124,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         Err(e) => {
             // The worker refused or was unreachable: it is not generating.
             abort.disarm();
+            guard.outcome(e.is_worker_fault());
             app.metrics.upstream_error(e.metric_label());
             return Err(e.into());
         }

@@ -61,12 +61,13 @@ pub async fn generate(
             prompt_ids: &prompt_ids,
             session_key: dispatch::session_key(&headers, user),
         };
-        let (worker, _pick) = dispatch::pick(&app, &route)?;
+        let (worker, pick) = dispatch::pick(&app, &route)?;
         let body = serde_json::to_vec(&req)
             .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
         let resp = passthrough::forward(Forward {
             client: app.client.clone(),
-            guard: LoadGuard::book(Arc::clone(&worker), prompt_ids.len() as u64),
+            guard: LoadGuard::book(Arc::clone(&worker), prompt_ids.len() as u64)
+                .with_prediction(pick.predicted_cached),
             abort: Some(AbortOnDrop::new(app.client.clone(), worker, rid.clone())),
             path: "/generate",
             body: body.into(),

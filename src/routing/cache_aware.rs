@@ -1,0 +1,255 @@
+//! SMG's `cache_aware` policy, over token ids instead of message text.
+//!
+//! Per request (SMG `cache_aware.rs`, the per-request spill gate of current releases):
+//! 1. `load` is the gateway's own in-flight count per worker; take its mean and the
+//!    least-loaded worker.
+//! 2. `match_rate` = the deepest match any worker has (from the prefix index) / prompt length.
+//! 3. `match_rate > --cache-threshold` is a hit: among the workers holding that deepest match
+//!    the least-loaded wins, unless it spills: `load > mean × --balance-rel-threshold` **and**
+//!    `load > mean + --balance-abs-threshold` send it to the least-loaded worker instead.
+//!    Anything else is a miss and goes to the least-loaded worker.
+//! 4. The prompt is inserted for the chosen worker, so a spill replicates the prefix there.
+//! 5. Every `--eviction-interval-secs` the index is swept down to `--max-tree-size` tokens.
+//!
+//! Differences, on purpose: matching is page-aligned over token ids (SMG's gRPC token tree,
+//! not its HTTP character tree), sizes count tokens, ties are broken by rotating the starting
+//! worker (SMG: request counts, then index) so a cold fleet with no load yet still spreads,
+//! and the sweep runs inline on the request that finds it due (policies have no thread).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::prefix_index::{pages_for, PrefixIndex};
+use super::{Pick, Policy, RouteRequest};
+use crate::workers::{Worker, WorkerId};
+
+#[derive(Debug, Clone, Copy)]
+pub struct CacheAwareConfig {
+    pub cache_threshold: f64,
+    pub balance_abs_threshold: usize,
+    pub balance_rel_threshold: f64,
+    /// Zero: evict inline at every insert.
+    pub eviction_interval: Duration,
+    pub page_size: usize,
+    pub max_tree_size: usize,
+}
+
+pub struct CacheAware {
+    cfg: CacheAwareConfig,
+    index: PrefixIndex,
+    started: Instant,
+    last_sweep_ms: AtomicU64,
+    rotate: AtomicUsize,
+}
+
+impl CacheAware {
+    pub fn new(cfg: CacheAwareConfig) -> CacheAware {
+        let index = PrefixIndex::new(cfg.page_size, cfg.max_tree_size);
+        let index = if cfg.eviction_interval.is_zero() {
+            index
+        } else {
+            index.with_periodic_eviction()
+        };
+        CacheAware {
+            cfg,
+            index,
+            started: Instant::now(),
+            last_sweep_ms: AtomicU64::new(0),
+            rotate: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn index(&self) -> &PrefixIndex {
+        &self.index
+    }
+
+    fn maybe_sweep(&self) {
+        let interval = self.cfg.eviction_interval.as_millis() as u64;
+        if interval == 0 {
+            return;
+        }
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_sweep_ms.load(Ordering::Relaxed);
+        // One request wins the exchange and sweeps; the others go on routing.
+        if now.saturating_sub(last) >= interval
+            && self
+                .last_sweep_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.index.evict();
+        }
+    }
+}
+
+/// Index of the least-loaded worker among those `eligible`, scanning from `start` so that
+/// equal loads take turns.
+fn least_loaded(loads: &[usize], start: usize, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+    let n = loads.len();
+    (0..n)
+        .map(|k| (start + k) % n)
+        .filter(|&i| eligible(i))
+        .min_by_key(|&i| loads.get(i).copied().unwrap_or(usize::MAX))
+}
+
+impl Policy for CacheAware {
+    fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
+        if workers.is_empty() {
+            return None;
+        }
+        let loads: Vec<usize> = workers.iter().map(|w| w.in_flight()).collect();
+        let mean = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
+        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % workers.len();
+        let min_load = least_loaded(&loads, start, |_| true)?;
+
+        let hashes = self.index.page_hashes(req.prompt_ids);
+        let matches = self.index.match_pages(&hashes);
+        let depth: Vec<usize> = workers.iter().map(|w| pages_for(&matches, w.id)).collect();
+        let deepest = depth.iter().copied().max().unwrap_or(0);
+        let matched = deepest * self.index.page_size();
+        let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;
+
+        let chosen = if deepest > 0 && match_rate > self.cfg.cache_threshold {
+            let best = least_loaded(&loads, start, |i| depth[i] == deepest)?;
+            let load = loads[best] as f64;
+            let spill = load > mean * self.cfg.balance_rel_threshold
+                && load > mean + self.cfg.balance_abs_threshold as f64;
+            if spill {
+                min_load
+            } else {
+                best
+            }
+        } else {
+            min_load
+        };
+        self.index.insert(&hashes, workers[chosen].id);
+        self.maybe_sweep();
+        Some(Pick {
+            index: chosen,
+            predicted_cached: depth[chosen] * self.index.page_size(),
+        })
+    }
+
+    fn on_workers_changed(&self, live: &[WorkerId]) {
+        self.index.retain_live(live);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::LoadGuard;
+
+    fn policy(interval_secs: u64, max_tree_size: usize) -> CacheAware {
+        CacheAware::new(CacheAwareConfig {
+            cache_threshold: 0.3,
+            balance_abs_threshold: 4,
+            balance_rel_threshold: 1.5,
+            eviction_interval: Duration::from_secs(interval_secs),
+            page_size: 16,
+            max_tree_size,
+        })
+    }
+
+    fn prompt(group: u32, question: u32) -> Vec<u32> {
+        let mut v: Vec<u32> = (0..256).map(|t| group * 10_000 + t).collect();
+        v.extend((0..32).map(|t| 5_000_000 + question * 100 + t));
+        v
+    }
+
+    fn pick(p: &CacheAware, ids: &[u32], refs: &[&Arc<Worker>]) -> Pick {
+        let req = RouteRequest {
+            prompt_ids: ids,
+            session_key: None,
+        };
+        p.pick(&req, refs).unwrap()
+    }
+
+    #[test]
+    fn sticks_to_shared_prefix_and_spreads_misses() {
+        let ws = crate::routing::test_workers(4);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy(0, 1 << 20);
+        let first: Vec<usize> = (0..4)
+            .map(|g| pick(&p, &prompt(g, 0), &refs).index)
+            .collect();
+        let mut distinct = first.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "unrelated prompts spread: {first:?}");
+        for q in 1..20 {
+            let pk = pick(&p, &prompt(2, q), &refs);
+            assert_eq!(pk.index, first[2]);
+            assert_eq!(pk.predicted_cached, 256);
+        }
+    }
+
+    #[test]
+    fn spills_only_past_both_balance_thresholds() {
+        let ws = crate::routing::test_workers(4);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy(0, 1 << 20);
+        let home = pick(&p, &prompt(7, 0), &refs).index;
+        let mut guards = Vec::new();
+        // Loads (n, 0, 0, 0): mean n/4. Spill needs n > 1.5·n/4 and n > n/4 + 4, i.e. n ≥ 6.
+        for n in 1..=5 {
+            guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
+            assert_eq!(pick(&p, &prompt(7, n), &refs).index, home, "n={n}");
+        }
+        guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
+        let spilled = pick(&p, &prompt(7, 9), &refs);
+        assert_ne!(spilled.index, home);
+        assert_eq!(spilled.predicted_cached, 0);
+        // The spill replicated the prefix: the new worker now hits too.
+        guards.clear();
+        let _busy = LoadGuard::book(Arc::clone(&ws[home]), 0);
+        let again = pick(&p, &prompt(7, 10), &refs);
+        assert_eq!((again.index, again.predicted_cached), (spilled.index, 256));
+    }
+
+    #[test]
+    fn low_match_rate_is_a_miss() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy(0, 1 << 20);
+        let long: Vec<u32> = (0..1000).collect();
+        let home = pick(&p, &long[..64], &refs).index;
+        let _g = LoadGuard::book(Arc::clone(&ws[home]), 0);
+        // 64 of 1000 tokens match (6.4% ≤ 30%): least-loaded wins, not the holder.
+        assert_ne!(pick(&p, &long, &refs).index, home);
+    }
+
+    #[test]
+    fn forgets_removed_workers_and_respects_tree_size() {
+        let ws = crate::routing::test_workers(3);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy(0, 100_000);
+        for i in 0..4000 {
+            pick(&p, &prompt(i, i), &refs);
+            assert!(p.index().size().tokens <= 100_000);
+        }
+        let home = pick(&p, &prompt(1, 1), &refs).index;
+        let live: Vec<WorkerId> = ws
+            .iter()
+            .map(|w| w.id)
+            .filter(|&id| id != ws[home].id)
+            .collect();
+        p.on_workers_changed(&live);
+        let again = pick(&p, &prompt(1, 2), &refs);
+        assert_eq!(again.predicted_cached, 0);
+    }
+
+    #[test]
+    fn periodic_sweep_keeps_index_within_twice_the_budget() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy(3600, 50_000);
+        for i in 0..2000 {
+            pick(&p, &prompt(i, i), &refs);
+        }
+        assert!(p.index().size().tokens <= 2 * p.index().budget_tokens());
+        p.index().evict();
+        assert!(p.index().size().tokens <= 50_000);
+    }
+}

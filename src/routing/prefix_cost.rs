@@ -1,0 +1,200 @@
+//! `prefix_cost` (the default policy): send each request where it is estimated to cost least.
+//!
+//! ```text
+//! cost(w) = prefill_weight × (prompt_tokens − predicted_cached(w))       the prefill it adds
+//!         + max(pending_prefill(w), engine.waiting_uncached_tokens(w))   prefill queued before it
+//!         + decode_weight × max(in_flight(w), engine.running_requests(w)) decode it shares a batch with
+//! ```
+//! Lowest cost wins; equal costs go to the lower decode load, then queued prefill, then to the
+//! next worker in turn (so a cold fleet with no load figures yet still spreads).
+//!
+//! Everything is in prefill-token equivalents. `predicted_cached` comes from the prefix index
+//! (what the gateway routed there, page-aligned). Queued prefill takes the larger of the
+//! gateway's own booking (current, but counts whole prompts) and the engine's polled figure
+//! (knows its cache, but is up to one poll old). Decode load likewise.
+//!
+//! Why `--decode-weight` 256 with `--prefill-weight` 1: moving a request off the worker that has
+//! its 2,048-token system prompt cached costs 2,048 tokens of prefill elsewhere, which also
+//! stalls that worker's decode batch while it runs. Each request already decoding on a worker
+//! slows every step there (longer batch, more KV to read) for its whole output, worth a few
+//! hundred prefill tokens on SGLang-class engines. At 256, a cached prefix of 2,048 tokens
+//! outweighs an 8-request in-flight gap: stable enough that a group stays put under ordinary
+//! jitter (≥ 85 % of the ideal cached tokens in the shared-prefix test below), but a hot
+//! group's worker sheds load once it runs 8 requests ahead, so a Zipf-skewed workload stays
+//! within 2× between the busiest and idlest worker. A spilled request's prompt is indexed on
+//! its new worker, so a hot prefix ends up replicated on as many workers as its load needs.
+//! Raise `--decode-weight` to balance harder, lower it to stick harder; scale it with the
+//! shared prefix length (weight ≈ shared tokens ÷ tolerated in-flight gap).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::prefix_index::{pages_for, PrefixIndex};
+use super::{Pick, Policy, RouteRequest};
+use crate::workers::{Worker, WorkerId};
+
+pub struct PrefixCost {
+    prefill_weight: f64,
+    decode_weight: f64,
+    index: PrefixIndex,
+    rotate: AtomicUsize,
+}
+
+/// Negative or NaN weights would invert or break the ordering: treat them as 0.
+fn weight(w: f64) -> f64 {
+    if w.is_finite() {
+        w.max(0.0)
+    } else if w > 0.0 {
+        f64::MAX
+    } else {
+        0.0
+    }
+}
+
+impl PrefixCost {
+    pub fn new(prefill_weight: f64, decode_weight: f64, index: PrefixIndex) -> PrefixCost {
+        PrefixCost {
+            prefill_weight: weight(prefill_weight),
+            decode_weight: weight(decode_weight),
+            index,
+            rotate: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn index(&self) -> &PrefixIndex {
+        &self.index
+    }
+}
+
+impl Policy for PrefixCost {
+    fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
+        let n = workers.len();
+        if n == 0 {
+            return None;
+        }
+        let hashes = self.index.page_hashes(req.prompt_ids);
+        let matches = self.index.match_pages(&hashes);
+        let prompt = req.prompt_ids.len();
+        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
+        // (cost, decode, queued, index, cached); strict `<` keeps the first in rotation order.
+        let mut best: Option<(f64, u64, u64, usize, usize)> = None;
+        for i in (0..n).map(|k| (start + k) % n) {
+            let w = workers[i];
+            let cached = (pages_for(&matches, w.id) * self.index.page_size()).min(prompt);
+            let engine = w.engine_load();
+            let queued = w.pending_prefill().max(engine.waiting_uncached_tokens);
+            let decode = (w.in_flight() as u64).max(engine.running_requests);
+            let cost = self.prefill_weight * (prompt - cached) as f64
+                + queued as f64
+                + self.decode_weight * decode as f64;
+            let better = best.is_none_or(|(c, d, q, _, _)| (cost, decode, queued) < (c, d, q));
+            if better {
+                best = Some((cost, decode, queued, i, cached));
+            }
+        }
+        let (_, _, _, index, cached) = best?;
+        self.index.insert(&hashes, workers[index].id);
+        Some(Pick {
+            index,
+            predicted_cached: cached,
+        })
+    }
+
+    fn on_workers_changed(&self, live: &[WorkerId]) {
+        self.index.retain_live(live);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::{EngineLoad, LoadGuard};
+
+    fn policy() -> PrefixCost {
+        PrefixCost::new(1.0, 256.0, PrefixIndex::new(16, 1 << 22))
+    }
+
+    fn prompt(group: u32, question: u32) -> Vec<u32> {
+        let mut v: Vec<u32> = (0..2048).map(|t| group * 10_000 + t).collect();
+        v.extend((0..128).map(|t| 50_000_000 + question * 1000 + t));
+        v
+    }
+
+    fn pick(p: &PrefixCost, ids: &[u32], refs: &[&Arc<Worker>]) -> Pick {
+        let req = RouteRequest {
+            prompt_ids: ids,
+            session_key: None,
+        };
+        p.pick(&req, refs).unwrap()
+    }
+
+    #[test]
+    fn shared_prefix_sticks_and_unrelated_prompts_spread() {
+        let ws = crate::routing::test_workers(4);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy();
+        let homes: Vec<usize> = (0..4)
+            .map(|g| pick(&p, &prompt(g, 0), &refs).index)
+            .collect();
+        let mut distinct = homes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "{homes:?}");
+        for q in 1..10 {
+            let pk = pick(&p, &prompt(1, q), &refs);
+            assert_eq!((pk.index, pk.predicted_cached), (homes[1], 2048));
+        }
+    }
+
+    #[test]
+    fn leaves_an_overloaded_worker() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy();
+        let home = pick(&p, &prompt(3, 0), &refs).index;
+        // 2048 cached tokens outweigh 7 more decoding requests (7 × 256); at 8 the costs tie
+        // and the lower load wins.
+        let mut guards: Vec<_> = (0..7)
+            .map(|_| LoadGuard::book(Arc::clone(&ws[home]), 0))
+            .collect();
+        assert_eq!(pick(&p, &prompt(3, 1), &refs).index, home);
+        guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
+        assert_ne!(pick(&p, &prompt(3, 2), &refs).index, home);
+        drop(guards);
+
+        // The engine's own figures count too, even when the gateway sees no load.
+        let p = policy();
+        let home = pick(&p, &prompt(4, 0), &refs).index;
+        assert_eq!(pick(&p, &prompt(4, 1), &refs).index, home);
+        ws[home].set_engine_load(EngineLoad {
+            running_requests: 2,
+            waiting_requests: 3,
+            waiting_uncached_tokens: 3000,
+        });
+        // Home: 128 + 3000 + 2 × 256 = 3640 against 2176 elsewhere.
+        let moved = pick(&p, &prompt(4, 2), &refs);
+        assert_eq!((moved.index, moved.predicted_cached), (1 - home, 0));
+    }
+
+    #[test]
+    fn forgets_removed_workers() {
+        let ws = crate::routing::test_workers(3);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy();
+        let home = pick(&p, &prompt(5, 0), &refs).index;
+        p.on_workers_changed(&[ws[(home + 1) % 3].id, ws[(home + 2) % 3].id]);
+        assert_eq!(pick(&p, &prompt(5, 1), &refs).predicted_cached, 0);
+        assert_eq!(p.pick(&RouteRequest::default(), &[]), None);
+    }
+
+    #[test]
+    fn index_budget_holds() {
+        let ws = crate::routing::test_workers(4);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = PrefixCost::new(1.0, 256.0, PrefixIndex::new(16, 100_000));
+        for g in 0..460 {
+            pick(&p, &prompt(g, g), &refs);
+            assert!(p.index().size().tokens <= 100_000);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Admin routes: the worker registry at run time (`GET/POST /workers`, `DELETE /workers/{id}`).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use crate::error::GatewayError;
+use crate::workers::{RegistryError, Worker, WorkerId};
+
+fn describe(w: &Worker) -> serde_json::Value {
+    json!({
+        "id": w.id.0,
+        "url": w.url,
+        "healthy": w.is_healthy(),
+        "available": w.is_available(),
+        "breaker": w.breaker.state().name(),
+        "excluded_because": w.excluded_because(),
+        "in_flight": w.in_flight(),
+        "pending_prefill_tokens": w.pending_prefill(),
+        "engine_load": w.engine_load(),
+    })
+}
+
+pub async fn list(State(app): State<Arc<AppState>>) -> Response {
+    let workers: Vec<_> = app
+        .registry
+        .snapshot()
+        .iter()
+        .map(|w| describe(w))
+        .collect();
+    axum::Json(json!({ "workers": workers })).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddWorker {
+    url: String,
+}
+
+/// Adds a worker; it takes traffic once its first health check passes (checked at once).
+pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
+    let req: AddWorker = match super::body::parse(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    match app.registry.add(&req.url) {
+        Ok(worker) => {
+            app.policy.on_workers_changed(&app.registry.ids());
+            let probe = Arc::clone(&worker);
+            let client = app.client.clone();
+            tokio::spawn(async move { crate::workers::health::check_now(&client, &probe).await });
+            (StatusCode::CREATED, axum::Json(describe(&worker))).into_response()
+        }
+        Err(RegistryError::Duplicate(url)) => (
+            StatusCode::CONFLICT,
+            axum::Json(
+                GatewayError::invalid_body(
+                    format!("worker {url} is already registered"),
+                    Some("url".into()),
+                )
+                .body(),
+            ),
+        )
+            .into_response(),
+        Err(RegistryError::InvalidUrl(msg)) => {
+            GatewayError::invalid_body(msg, Some("url".into())).into_response()
+        }
+    }
+}
+
+/// Removes a worker: no new requests go to it; those in flight finish.
+pub async fn remove(State(app): State<Arc<AppState>>, Path(id): Path<u32>) -> Response {
+    match app.registry.remove(WorkerId(id)) {
+        Some(_) => {
+            app.policy.on_workers_changed(&app.registry.ids());
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => GatewayError::NotFound.into_response(),
+    }
+}

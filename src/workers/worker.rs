@@ -1,0 +1,139 @@
+//! One worker: its address and live state (health, breaker, load booked by the gateway, load
+//! reported by its engine). All counters are atomics read on every routing decision.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use axum::http::Uri;
+
+use super::breaker::Breaker;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct WorkerId(pub u32);
+
+/// What the worker's engine last reported about itself (zeros until it first answers, and for
+/// engines without `/v1/loads`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineLoad {
+    pub running_requests: u64,
+    pub waiting_requests: u64,
+    /// Prompt tokens queued for prefill that its cache does not already hold.
+    pub waiting_uncached_tokens: u64,
+}
+
+#[derive(Debug)]
+pub struct Worker {
+    pub id: WorkerId,
+    /// Base URL without a trailing slash.
+    pub url: String,
+    /// Parsed once so building a request URI is a concatenation.
+    authority: String,
+    scheme: &'static str,
+    healthy: AtomicBool,
+    pub breaker: Breaker,
+    in_flight: AtomicUsize,
+    /// Prefill tokens of requests that have not produced their first token yet.
+    pending_prefill: AtomicU64,
+    engine_running: AtomicU64,
+    engine_waiting: AtomicU64,
+    engine_waiting_uncached: AtomicU64,
+}
+
+impl Worker {
+    pub fn new(id: WorkerId, url: &str) -> Result<Worker, String> {
+        super::validate_url(url)?;
+        let url = url.trim_end_matches('/').to_owned();
+        let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
+        let scheme = if uri.scheme_str() == Some("https") {
+            "https"
+        } else {
+            "http"
+        };
+        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        Ok(Worker {
+            id,
+            url,
+            authority,
+            scheme,
+            // Unknown until the first health check answers.
+            healthy: AtomicBool::new(false),
+            breaker: Breaker::default(),
+            in_flight: AtomicUsize::new(0),
+            pending_prefill: AtomicU64::new(0),
+            engine_running: AtomicU64::new(0),
+            engine_waiting: AtomicU64::new(0),
+            engine_waiting_uncached: AtomicU64::new(0),
+        })
+    }
+
+    pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
+        Uri::builder()
+            .scheme(self.scheme)
+            .authority(self.authority.as_str())
+            .path_and_query(path)
+            .build()
+    }
+
+    /// Healthy and not cut off by its breaker: may take new requests.
+    pub fn is_available(&self) -> bool {
+        self.is_healthy() && self.breaker.allows()
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.store(healthy, Ordering::Relaxed);
+    }
+
+    /// Why the worker gets no traffic, if it does not.
+    pub fn excluded_because(&self) -> Option<&'static str> {
+        if !self.is_healthy() {
+            Some("health check failing (or not answered yet)")
+        } else if !self.breaker.allows() {
+            Some("circuit breaker open after consecutive request failures")
+        } else {
+            None
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub fn pending_prefill(&self) -> u64 {
+        self.pending_prefill.load(Ordering::Relaxed)
+    }
+
+    pub fn engine_load(&self) -> EngineLoad {
+        EngineLoad {
+            running_requests: self.engine_running.load(Ordering::Relaxed),
+            waiting_requests: self.engine_waiting.load(Ordering::Relaxed),
+            waiting_uncached_tokens: self.engine_waiting_uncached.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn set_engine_load(&self, load: EngineLoad) {
+        self.engine_running
+            .store(load.running_requests, Ordering::Relaxed);
+        self.engine_waiting
+            .store(load.waiting_requests, Ordering::Relaxed);
+        self.engine_waiting_uncached
+            .store(load.waiting_uncached_tokens, Ordering::Relaxed);
+    }
+
+    pub(super) fn book(&self, prefill_tokens: u64) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.pending_prefill
+            .fetch_add(prefill_tokens, Ordering::Relaxed);
+    }
+
+    pub(super) fn release_prefill(&self, prefill_tokens: u64) {
+        self.pending_prefill
+            .fetch_sub(prefill_tokens, Ordering::Relaxed);
+    }
+
+    pub(super) fn release(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,232 @@
+//! The worker registry at run time: admin routes, their keys, and membership changes under load.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::MODEL;
+
+async fn workers(gw: &str, key: Option<&str>) -> reqwest::Response {
+    let mut req = support::client().get(format!("{gw}/workers"));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    req.send().await.expect("GET /workers")
+}
+
+#[tokio::test]
+async fn admin_routes_need_the_admin_key() {
+    let sim = support::sim(&[]).await;
+    let gw = support::gateway(&[&sim], &["--api-key", "infer", "--admin-api-key", "admin"]).await;
+    assert_eq!(workers(&gw.url, None).await.status().as_u16(), 401);
+    assert_eq!(
+        workers(&gw.url, Some("infer")).await.status().as_u16(),
+        403,
+        "the inference key must not open admin routes"
+    );
+    let r = workers(&gw.url, Some("admin")).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["workers"][0]["url"], sim.url.as_str());
+    // And the admin key is not an inference key.
+    let body =
+        json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2});
+    let r = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .bearer_auth("admin")
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+}
+
+async fn chat(gw: &str, i: usize) -> Result<u16, String> {
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content": format!("q{i}")}], "max_tokens": 8, "stream": true});
+    let r = support::client()
+        .post(format!("{gw}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    let text = r.text().await.map_err(|e| e.to_string())?;
+    if status == 200 && !text.contains("[DONE]") {
+        return Err(format!("stream without [DONE]: {text}"));
+    }
+    Ok(status)
+}
+
+async fn picks(gw: &str, worker: &str) -> f64 {
+    let text = support::client()
+        .get(format!("{gw}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("switchboard_route_picks_total")
+                && l.contains(&format!("worker=\"{worker}\""))
+        })
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum::<f64>()
+}
+
+#[tokio::test]
+async fn removing_and_adding_workers_under_load_fails_nothing() {
+    let a = support::sim(&["--time-scale", "0.05"]).await;
+    let b = support::sim(&["--time-scale", "0.05"]).await;
+    let c = support::sim(&["--time-scale", "0.05"]).await;
+    let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
+    let url = gw.url.clone();
+    let load = tokio::spawn(async move {
+        let mut results = Vec::new();
+        for round in 0..20 {
+            let batch: Vec<_> = (0..8).map(|i| chat(&url, round * 8 + i)).collect();
+            results.extend(futures_util::future::join_all(batch).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        results
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Remove b while requests are in flight on it.
+    let list: Value = workers(&gw.url, None).await.json().await.expect("json");
+    let b_id = list["workers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|w| w["url"] == b.url.as_str())
+        .expect("b listed")["id"]
+        .as_u64()
+        .expect("id");
+    let r = support::client()
+        .delete(format!("{}/workers/{b_id}", gw.url))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 204);
+    // Add c: it must take traffic within one health interval (1 s here).
+    let added = Instant::now();
+    let r = support::client()
+        .post(format!("{}/workers", gw.url))
+        .json(&json!({"url": c.url}))
+        .send()
+        .await
+        .expect("add");
+    assert_eq!(r.status().as_u16(), 201);
+    let results = load.await.expect("load task");
+    let failures: Vec<_> = results.iter().filter(|r| !matches!(r, Ok(200))).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failures.len(),
+        results.len(),
+        &failures[..failures.len().min(3)]
+    );
+    assert!(
+        picks(&gw.url, &c.url).await > 0.0,
+        "the added worker got no traffic"
+    );
+    assert!(added.elapsed() < Duration::from_secs(30));
+    // Duplicates and bad URLs are refused with OpenAI-style errors.
+    let r = support::client()
+        .post(format!("{}/workers", gw.url))
+        .json(&json!({"url": c.url}))
+        .send()
+        .await
+        .expect("dup");
+    assert_eq!(r.status().as_u16(), 409);
+    let r = support::client()
+        .post(format!("{}/workers", gw.url))
+        .json(&json!({"url": "file:///etc/passwd"}))
+        .send()
+        .await
+        .expect("bad");
+    assert_eq!(r.status().as_u16(), 400);
+    let r = support::client()
+        .delete(format!("{}/workers/999", gw.url))
+        .send()
+        .await
+        .expect("missing");
+    assert_eq!(r.status().as_u16(), 404);
+}
+
+#[tokio::test]
+async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
+    let a = support::sim(&["--decode-base-us", "20000"]).await;
+    let mut b = support::sim(&["--decode-base-us", "20000"]).await;
+    let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
+    // Long streams on both workers.
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"long"}], "max_tokens": 500, "stream": true});
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let mut r = support::client()
+            .post(format!("{}/v1/chat/completions", gw.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        r.chunk().await.expect("chunk");
+        streams.push(r);
+    }
+    let killed_at = Instant::now();
+    b.kill();
+    // The stream that was on b ends promptly with an error event, not a hang and not [DONE].
+    let mut errors = 0;
+    for mut r in streams {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut text = String::new();
+        while Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_millis(500), r.chunk()).await {
+                Ok(Ok(Some(c))) => text.push_str(&String::from_utf8_lossy(&c)),
+                Ok(Ok(None)) | Ok(Err(_)) => break,
+                Err(_) => {
+                    if text.is_empty() {
+                        continue;
+                    }
+                    break; // the healthy stream: enough seen
+                }
+            }
+            if text.contains("\"error\"") {
+                break;
+            }
+        }
+        if text.contains("\"error\"") {
+            assert!(
+                !text.contains("[DONE]"),
+                "an interrupted stream must not end with [DONE]"
+            );
+            errors += 1;
+        }
+    }
+    assert_eq!(errors, 1, "exactly the stream on the killed worker fails");
+    assert!(killed_at.elapsed() < Duration::from_secs(10));
+    // Excluded within one health interval (1 s) plus a probe timeout; then everything goes to a.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v: Value = workers(&gw.url, None).await.json().await.expect("json");
+        let bw = v["workers"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|w| w["url"] == b.url.as_str())
+            .cloned()
+            .expect("b");
+        if bw["available"] == false {
+            assert!(bw["excluded_because"].is_string());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "killed worker still available: {bw}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for i in 0..6 {
+        assert_eq!(chat(&gw.url, i).await, Ok(200));
+    }
+}
