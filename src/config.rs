@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(c.port, 8080);
         assert_eq!(c.worker_urls.len(), 2);
         assert_eq!(c.host, "127.0.0.1");
-        assert_eq!(c.routing.policy, PolicyKind::RoundRobin);
+        assert_eq!(c.routing.policy, PolicyKind::PrefixCost);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod cache_aware;
 pub mod config;
 pub mod consistent_hash;
+mod lru;
 pub mod power_of_two;
 pub mod prefix_cost;
 pub mod prefix_index;
@@ -55,6 +56,11 @@ pub trait Policy: Send + Sync {
 
     /// Membership changed: forget what belonged to workers no longer in `live`.
     fn on_workers_changed(&self, _live: &[WorkerId]) {}
+
+    /// Tokens held by the policy's prefix index, for policies that keep one.
+    fn index_tokens(&self) -> Option<usize> {
+        None
+    }
 }
 
 pub fn build(cfg: &RoutingConfig) -> Box<dyn Policy> {

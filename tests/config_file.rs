@@ -11,7 +11,12 @@ fn documented_config_file_parses_and_covers_every_flag() {
         .output()
         .expect("help");
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in help.split_whitespace().filter_map(|w| w.strip_prefix("--")) {
+    // Flag definitions are the lines that start with `--` (or `-x, --`).
+    let flags = help
+        .lines()
+        .filter_map(|l| l.trim_start().split(", ").last())
+        .filter_map(|w| w.strip_prefix("--"));
+    for flag in flags {
         let key = flag
             .trim_end_matches([',', '.'])
             .split(['=', ' ', '<'])
@@ -43,5 +48,5 @@ async fn gateway_starts_from_the_documented_file() {
         .json()
         .await
         .expect("json");
-    assert_eq!(v["policy"], "round_robin");
+    assert_eq!(v["policy"], "prefix_cost");
 }

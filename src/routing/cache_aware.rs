@@ -94,6 +94,10 @@ fn least_loaded(loads: &[usize], start: usize, eligible: impl Fn(usize) -> bool)
 }
 
 impl Policy for CacheAware {
+    fn index_tokens(&self) -> Option<usize> {
+        Some(self.index.size().tokens)
+    }
+
     fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
         if workers.is_empty() {
             return None;

@@ -67,6 +67,10 @@ impl PrefixCost {
 }
 
 impl Policy for PrefixCost {
+    fn index_tokens(&self) -> Option<usize> {
+        Some(self.index.size().tokens)
+    }
+
     fn pick(&self, req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
         let n = workers.len();
         if n == 0 {

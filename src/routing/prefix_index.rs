@@ -15,14 +15,15 @@
 //! - **Shards.** Every request matches and inserts, from many tasks at once, so the map is split
 //!   into `SHARDS` mutex-guarded shards picked by key; a lock is held for one page lookup only.
 //! - **Budget.** `max_tokens` bounds the (page, worker) entries × `page_size`, split evenly over
-//!   the shards. Each shard evicts least-recently-inserted entries first. A prompt's pages are
-//!   inserted deepest first, so within one prompt the tail ages out before the shared head,
+//!   the shards. Each shard evicts least-recently-inserted entries first (an O(1) linked list,
+//!   `lru`). A prompt's pages are inserted deepest first, so within one prompt the tail ages out before the shared head,
 //!   like leaves before inner nodes in a radix tree.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
+use super::lru::Lru;
 use crate::workers::WorkerId;
 
 /// Enough shards that 2 to 64 request tasks rarely meet on one lock.
@@ -48,7 +49,8 @@ impl Hasher for PassThrough {
     }
 }
 
-type PageMap = HashMap<u64, Vec<(WorkerId, u64)>, BuildHasherDefault<PassThrough>>;
+/// Page key → (worker, its slot in the shard's recency list), sorted by worker.
+type PageMap = HashMap<u64, Vec<(WorkerId, usize)>, BuildHasherDefault<PassThrough>>;
 
 /// The final avalanche of MurmurHash3: spreads every input bit over the whole word.
 pub(crate) fn mix64(mut h: u64) -> u64 {
@@ -87,73 +89,57 @@ pub struct IndexSize {
 
 #[derive(Default)]
 struct Shard {
-    /// Page key → the workers holding it, sorted by id, each with its last-insert stamp.
+    /// Page key → the workers holding it, sorted by id, each with its recency slot.
     pages: PageMap,
-    /// Insert order, oldest first. Re-inserting pushes a new record and leaves the old one
-    /// stale (its stamp no longer matches), skipped at eviction: O(1) per touch.
-    lru: VecDeque<(u64, u64, WorkerId)>,
+    lru: Lru,
     entries: usize,
-    clock: u64,
 }
 
 impl Shard {
     fn touch(&mut self, key: u64, worker: WorkerId) {
-        self.clock += 1;
-        let stamp = self.clock;
         let holders = self.pages.entry(key).or_default();
         match holders.binary_search_by_key(&worker, |e| e.0) {
             Ok(i) => {
-                if let Some(e) = holders.get_mut(i) {
-                    e.1 = stamp;
+                if let Some(e) = holders.get(i) {
+                    self.lru.touch(e.1);
                 }
             }
             Err(i) => {
-                holders.insert(i, (worker, stamp));
+                holders.insert(i, (worker, self.lru.alloc(key, worker)));
                 self.entries += 1;
             }
-        }
-        self.lru.push_back((stamp, key, worker));
-        // Stale records would otherwise pile up under a hot prefix that is re-inserted forever.
-        if self.lru.len() > 2 * self.entries + 64 {
-            let pages = &self.pages;
-            self.lru.retain(|&(s, k, w)| is_current(pages, s, k, w));
         }
     }
 
     fn evict_to(&mut self, target: usize) {
         while self.entries > target {
-            let Some((stamp, key, worker)) = self.lru.pop_front() else {
+            let Some((key, worker)) = self.lru.pop_oldest() else {
                 break;
             };
-            if !is_current(&self.pages, stamp, key, worker) {
-                continue;
-            }
             if let Some(holders) = self.pages.get_mut(&key) {
                 holders.retain(|e| e.0 != worker);
-                self.entries -= 1;
                 if holders.is_empty() {
                     self.pages.remove(&key);
                 }
             }
+            self.entries -= 1;
         }
     }
 
     fn retain_workers(&mut self, keep: &dyn Fn(WorkerId) -> bool) {
+        let lru = &mut self.lru;
         self.pages.retain(|_, holders| {
-            holders.retain(|e| keep(e.0));
+            holders.retain(|e| {
+                let kept = keep(e.0);
+                if !kept {
+                    lru.release(e.1);
+                }
+                kept
+            });
             !holders.is_empty()
         });
         self.entries = self.pages.values().map(Vec::len).sum();
-        // Records of removed entries are now stale; drop them rather than wait for compaction.
-        let pages = &self.pages;
-        self.lru.retain(|&(s, k, w)| is_current(pages, s, k, w));
     }
-}
-
-fn is_current(pages: &PageMap, stamp: u64, key: u64, worker: WorkerId) -> bool {
-    pages
-        .get(&key)
-        .is_some_and(|h| h.iter().any(|e| e.0 == worker && e.1 == stamp))
 }
 
 pub struct PrefixIndex {

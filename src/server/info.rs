@@ -56,6 +56,9 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
 }
 
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    if let Some(tokens) = app.policy.index_tokens() {
+        app.metrics.prefix_index_tokens.set(tokens as i64);
+    }
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
     for w in app.registry.snapshot().iter() {
         app.metrics

@@ -79,8 +79,11 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
     let (worker, pick) = pick(app, &route)?;
     let span = tracing::debug_span!("request", id = %rid, worker = %worker.url);
     let _enter = span.enter();
-    let guard = LoadGuard::book(Arc::clone(&worker), p.prompt_ids.len() as u64)
-        .with_prediction(pick.predicted_cached);
+    let guard = LoadGuard::book(
+        Arc::clone(&worker),
+        p.prompt_ids.len().saturating_sub(pick.predicted_cached) as u64,
+    )
+    .with_prediction(pick.predicted_cached);
     let timer = RequestTimer::start_at(req.start);
     if p.forward || app.config.backend == BackendKind::Openai {
         let path = if req.kind == Kind::Chat {

@@ -66,8 +66,11 @@ pub async fn generate(
             .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
         let resp = passthrough::forward(Forward {
             client: app.client.clone(),
-            guard: LoadGuard::book(Arc::clone(&worker), prompt_ids.len() as u64)
-                .with_prediction(pick.predicted_cached),
+            guard: LoadGuard::book(
+                Arc::clone(&worker),
+                prompt_ids.len().saturating_sub(pick.predicted_cached) as u64,
+            )
+            .with_prediction(pick.predicted_cached),
             abort: Some(AbortOnDrop::new(app.client.clone(), worker, rid.clone())),
             path: "/generate",
             body: body.into(),

@@ -1,0 +1,148 @@
+//! `pick()` cost per policy at 8 / 64 / 512 workers with ~1M tokens indexed, and prefix index
+//! match / insert against index size. After criterion, prints p50/p99 of single picks timed one
+//! by one (criterion reports means of batches, and the target is a tail: p99 < 20 µs at 64).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use switchboard::routing::cache_aware::{CacheAware, CacheAwareConfig};
+use switchboard::routing::consistent_hash::ConsistentHash;
+use switchboard::routing::prefix_cost::PrefixCost;
+use switchboard::routing::prefix_index::PrefixIndex;
+use switchboard::routing::{Policy, RouteRequest};
+use switchboard::workers::{EngineLoad, Worker, WorkerId};
+
+const INDEXED: usize = 1 << 20;
+const GROUPS: u32 = 256;
+
+/// A 2,048-token system prompt per group plus a 128-token question.
+fn prompt(group: u32, question: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..2048).map(|t| group * 10_000 + t).collect();
+    v.extend((0..128).map(|t| 100_000_000 + question * 1000 + t));
+    v
+}
+
+fn workers(n: usize) -> Vec<Arc<Worker>> {
+    let mut rng = SmallRng::seed_from_u64(n as u64);
+    (0..n)
+        .map(|i| {
+            let w = Worker::new(WorkerId(i as u32), &format!("http://10.0.0.1:{}", 2000 + i))
+                .expect("valid url");
+            w.set_engine_load(EngineLoad {
+                running_requests: rng.random_range(0..32),
+                waiting_requests: rng.random_range(0..4),
+                waiting_uncached_tokens: rng.random_range(0..8192),
+            });
+            Arc::new(w)
+        })
+        .collect()
+}
+
+fn policies(page: usize) -> Vec<(&'static str, Box<dyn Policy>)> {
+    let cache_aware = CacheAware::new(CacheAwareConfig {
+        cache_threshold: 0.3,
+        balance_abs_threshold: 64,
+        balance_rel_threshold: 1.5,
+        eviction_interval: std::time::Duration::ZERO,
+        page_size: page,
+        max_tree_size: INDEXED,
+    });
+    let prefix_cost = PrefixCost::new(1.0, 256.0, PrefixIndex::new(page, INDEXED));
+    vec![
+        ("prefix_cost", Box::new(prefix_cost)),
+        ("cache_aware", Box::new(cache_aware)),
+        ("consistent_hash", Box::new(ConsistentHash::new(1.25, page))),
+    ]
+}
+
+/// Routes distinct prompts until the policy's index is full (its budget is `INDEXED`).
+fn fill(policy: &dyn Policy, refs: &[&Arc<Worker>]) {
+    for q in 0..(3 * INDEXED / 2176) as u32 {
+        let ids = prompt(q % GROUPS, q);
+        let req = RouteRequest {
+            prompt_ids: &ids,
+            session_key: None,
+        };
+        policy.pick(&req, refs);
+    }
+}
+
+fn bench_pick(cr: &mut Criterion) {
+    let requests: Vec<Vec<u32>> = (0..512)
+        .map(|i| prompt(i % GROUPS, 5_000_000 + i))
+        .collect();
+    let mut tails = Vec::new();
+    let mut g = cr.benchmark_group("pick");
+    for n in [8usize, 64, 512] {
+        let ws = workers(n);
+        let refs: Vec<&Arc<Worker>> = ws.iter().collect();
+        for (name, policy) in policies(16) {
+            fill(policy.as_ref(), &refs);
+            let mut i = 0;
+            g.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter(|| {
+                    i = (i + 1) % requests.len();
+                    let req = RouteRequest {
+                        prompt_ids: &requests[i],
+                        session_key: None,
+                    };
+                    black_box(policy.pick(black_box(&req), &refs))
+                })
+            });
+            let mut samples: Vec<u128> = (0..20_000)
+                .map(|k| {
+                    let req = RouteRequest {
+                        prompt_ids: &requests[k % requests.len()],
+                        session_key: None,
+                    };
+                    let t = Instant::now();
+                    black_box(policy.pick(&req, &refs));
+                    t.elapsed().as_nanos()
+                })
+                .collect();
+            samples.sort_unstable();
+            let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+            tails.push(format!(
+                "pick/{name}/{n}: p50 {:.1} µs, p99 {:.1} µs",
+                at(0.5),
+                at(0.99)
+            ));
+        }
+    }
+    g.finish();
+    for t in tails {
+        println!("{t}");
+    }
+}
+
+fn bench_index(cr: &mut Criterion) {
+    let mut g = cr.benchmark_group("prefix_index");
+    for size in [100_000usize, 1 << 20, 4 << 20] {
+        let idx = PrefixIndex::new(16, size);
+        let mut q = 0u32;
+        while idx.size().tokens < size * 9 / 10 {
+            idx.insert(&idx.page_hashes(&prompt(q % GROUPS, q)), WorkerId(q % 8));
+            q += 1;
+        }
+        let hit = prompt(3, 7_000_000);
+        let hashes = idx.page_hashes(&hit);
+        idx.insert(&hashes, WorkerId(1));
+        g.bench_function(BenchmarkId::new("hash_2176", size), |b| {
+            b.iter(|| black_box(idx.page_hashes(black_box(&hit))))
+        });
+        g.bench_function(BenchmarkId::new("match_2176", size), |b| {
+            b.iter(|| black_box(idx.match_pages(black_box(&hashes))))
+        });
+        g.bench_function(BenchmarkId::new("insert_2176", size), |b| {
+            b.iter(|| idx.insert(black_box(&hashes), WorkerId(2)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_pick, bench_index);
+criterion_main!(benches);
