@@ -24,7 +24,27 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), model = %gw.state.model, "switchboard listening");
     println!("switchboard listening on http://{}", gw.addr);
-    wait(gw.task).await
+    let grace =
+        std::time::Duration::from_secs(gw.state.config.reliability.shutdown_grace_period_secs);
+    terminate_signal().await;
+    gw.drain(grace).await;
+    Ok(())
+}
+
+/// SIGTERM (what orchestrators send) or Ctrl-C.
+async fn terminate_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 pub async fn sim(opts: SimOptions) -> Result<(), String> {

@@ -31,6 +31,8 @@ pub struct ServeConfig {
     pub worker_urls: Vec<String>,
     #[command(flatten)]
     pub routing: crate::routing::RoutingConfig,
+    #[command(flatten)]
+    pub reliability: crate::relay::reliability::ReliabilityConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,

@@ -80,7 +80,11 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         context_length,
         tokenizer: Arc::new(tokenizer),
         registry,
-        client: Client::new(),
+        client: Client::new(std::time::Duration::from_secs(
+            config.reliability.connect_timeout_secs.max(1),
+        )),
+        shutdown: tokio::sync::watch::channel(false).0,
+        draining: tokio::sync::watch::channel(false).0,
         metrics,
         config,
     })
@@ -135,8 +139,15 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         None => None,
     };
     let app = server::router(Arc::clone(&state));
+    let mut draining = state.draining.subscribe();
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(crate::net::Listener::new(tcp), app).await {
+        let stop = async move {
+            let _ = draining.wait_for(|d| *d).await;
+        };
+        if let Err(e) = axum::serve(crate::net::Listener::new(tcp), app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
             tracing::error!(error = %e, "gateway server stopped");
         }
     });
@@ -146,4 +157,22 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         state,
         task,
     })
+}
+
+impl Gateway {
+    /// Graceful shutdown: readiness turns 503 and no new connections are accepted; requests
+    /// in flight get `grace` to finish, then the rest are ended (with an error event) and
+    /// aborted on their workers.
+    pub async fn drain(mut self, grace: Duration) {
+        let _ = self.state.draining.send(true);
+        tracing::info!(grace_secs = grace.as_secs(), "draining");
+        if tokio::time::timeout(grace, &mut self.task).await.is_ok() {
+            return;
+        }
+        tracing::warn!("grace period over: ending the requests still in flight");
+        let _ = self.state.shutdown.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
+        // Let the abort requests to workers go out before the runtime stops.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

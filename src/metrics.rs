@@ -85,6 +85,8 @@ pub struct Metrics {
     picks: IntCounterVec,
     prediction_error: Histogram,
     pub prefix_index_tokens: prometheus::IntGauge,
+    pub retries: IntCounter,
+    pub migrations: IntCounterVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -238,7 +240,16 @@ impl Metrics {
             "Tokens held by the routing prefix index",
         )?;
         registry.register(Box::new(prefix_index_tokens.clone()))?;
+        let retries = IntCounter::new(
+            "switchboard_retries_total",
+            "Requests re-sent to another worker before any byte reached the client",
+        )?;
+        registry.register(Box::new(retries.clone()))?;
+        let migrations = IntCounterVec::new(Opts::new("switchboard_migrations_total", "Generations whose worker failed mid-stream, by whether another worker continued them"), &["outcome"])?;
+        registry.register(Box::new(migrations.clone()))?;
         Ok(Metrics {
+            retries,
+            migrations,
             worker_breaker_open,
             breaker_transitions,
             picks,

@@ -5,6 +5,7 @@ pub mod collect;
 pub mod format;
 pub mod generation;
 pub mod passthrough;
+pub mod reliability;
 pub mod stream;
 
 pub use generation::Generation;

@@ -95,12 +95,17 @@ fn page_size(cfg: &RoutingConfig) -> usize {
 }
 
 /// Healthy workers only: a policy never sees an excluded one.
+/// `exclude`: workers this request already failed on (retries and migrations go elsewhere).
 pub fn select(
     policy: &dyn Policy,
     req: &RouteRequest<'_>,
     workers: &[Arc<Worker>],
+    exclude: &[WorkerId],
 ) -> Result<(Arc<Worker>, Pick), RouteError> {
-    let healthy: Vec<&Arc<Worker>> = workers.iter().filter(|w| w.is_available()).collect();
+    let healthy: Vec<&Arc<Worker>> = workers
+        .iter()
+        .filter(|w| w.is_available() && !exclude.contains(&w.id))
+        .collect();
     let pick = policy
         .pick(req, &healthy)
         .ok_or(RouteError::NoHealthyWorker)?;

@@ -159,7 +159,12 @@ async fn removing_and_adding_workers_under_load_fails_nothing() {
 async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
     let a = support::sim(&["--decode-base-us", "20000"]).await;
     let mut b = support::sim(&["--decode-base-us", "20000"]).await;
-    let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
+    // No migration here: this checks the error path (tests/reliability.rs covers migration).
+    let gw = support::gateway(
+        &[&a, &b],
+        &["--policy", "round_robin", "--migration-limit", "0"],
+    )
+    .await;
     // Long streams on both workers.
     let body = json!({"model": MODEL, "messages": [{"role":"user","content":"long"}], "max_tokens": 500, "stream": true});
     let mut streams = Vec::new();

@@ -1,22 +1,46 @@
-//! One generation in flight on a worker, as the relay sees it: the upstream stream plus
-//! everything that must happen exactly once when it ends (load released, metrics observed,
-//! worker told to abort if nobody finished reading).
+//! One generation as the client sees it: possibly several legs (workers), one stream of
+//! deltas. It retries before the first token, continues on another worker when one dies
+//! mid-stream (`--migration-limit`), enforces the deadlines, and makes sure everything that
+//! must happen once at the end does (load released, metrics observed, worker aborted if it
+//! may still be generating).
+
+pub mod leg;
 
 use std::sync::Arc;
 
-use crate::metrics::{Endpoint, Metrics, RequestTimer, Stage};
-use crate::upstream::abort::AbortOnDrop;
-use crate::upstream::generate::{Delta, GenerateStream};
+use leg::{Leg, LegRequest};
+
+use crate::error::GatewayError;
+use crate::metrics::{Endpoint, RequestTimer, Stage};
+use crate::protocol::sglang::SamplingParams;
+use crate::relay::reliability::Deadlines;
+use crate::server::AppState;
+use crate::upstream::generate::Delta;
 use crate::upstream::UpstreamError;
-use crate::workers::LoadGuard;
+use crate::workers::WorkerId;
+
+pub struct Spec {
+    pub rid: String,
+    pub prompt: Vec<u32>,
+    pub params: SamplingParams,
+    pub session_key: Option<String>,
+    pub endpoint: Endpoint,
+    pub timer: RequestTimer,
+}
 
 pub struct Generation {
-    upstream: GenerateStream,
-    guard: LoadGuard,
-    abort: AbortOnDrop,
-    timer: RequestTimer,
-    metrics: Arc<Metrics>,
-    endpoint: Endpoint,
+    app: Arc<AppState>,
+    spec: Spec,
+    leg: Leg,
+    /// The first chunk, read while opening the leg, not yet handed out.
+    pending: Option<Delta>,
+    output_ids: Vec<u32>,
+    /// Tokens produced by earlier legs (a migrated leg counts from zero again).
+    tokens_before_leg: u32,
+    migrations: u32,
+    tried: Vec<WorkerId>,
+    deadlines: Deadlines,
+    shutdown: tokio::sync::watch::Receiver<bool>,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub cached_tokens: u32,
@@ -24,116 +48,237 @@ pub struct Generation {
 }
 
 impl Generation {
-    pub fn new(
-        upstream: GenerateStream,
-        guard: LoadGuard,
-        abort: AbortOnDrop,
-        timer: RequestTimer,
-        metrics: Arc<Metrics>,
-        endpoint: Endpoint,
-    ) -> Generation {
-        Generation {
-            upstream,
-            guard,
-            abort,
-            timer,
-            metrics,
-            endpoint,
+    /// Routes and starts the generation; returns once the first token is in hand, so every
+    /// failure up to then is still an HTTP error (and retryable).
+    pub async fn start(app: &Arc<AppState>, spec: Spec) -> Result<Generation, GatewayError> {
+        let deadlines = Deadlines::new(
+            spec.timer.started(),
+            &app.config.reliability,
+            app.config.request_timeout_secs,
+        );
+        let mut tried = Vec::new();
+        let (leg, first) = {
+            let req = LegRequest {
+                input_ids: &spec.prompt,
+                params: &spec.params,
+                rid: &spec.rid,
+                session_key: spec.session_key.as_deref(),
+            };
+            leg::open(app, &req, &mut tried, &deadlines, false).await
+        }?;
+        Ok(Generation {
+            app: Arc::clone(app),
+            spec,
+            leg,
+            pending: Some(first),
+            output_ids: Vec::new(),
+            tokens_before_leg: 0,
+            migrations: 0,
+            tried,
+            deadlines,
+            shutdown: app.shutdown.subscribe(),
             prompt_tokens: 0,
             completion_tokens: 0,
             cached_tokens: 0,
             done: false,
-        }
+        })
     }
 
     /// The next delta; `Ok(None)` after the finishing one.
     pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.upstream.next().await {
-            Ok(Some(delta)) => {
-                if !self.timer.has_first_token() && delta.new_tokens > 0 {
-                    self.guard.prefill_done();
-                    self.metrics.stage(
-                        Stage::UpstreamFirstToken,
-                        self.timer.started().elapsed().as_secs_f64(),
-                    );
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let got = match self.pending.take() {
+                Some(d) => Ok(Some(d)),
+                None => self.read().await,
+            };
+            match got {
+                Ok(Some(delta)) => return Ok(Some(self.accept(delta))),
+                Ok(None) => {
+                    self.end();
+                    return Ok(None);
                 }
-                self.timer.tokens(
-                    u64::from(delta.new_tokens),
-                    self.metrics.latency(self.endpoint),
-                );
-                self.prompt_tokens = delta.prompt_tokens;
-                self.completion_tokens = delta.completion_tokens;
-                self.cached_tokens = delta.cached_tokens;
-                if delta.finish.is_some() {
-                    if self.upstream.stopped_here() {
-                        // Our stop string ended it; the worker is still generating: abort it.
-                        self.done = true;
-                        self.record(200);
-                    } else {
-                        self.end(200);
+                Err(e) if self.can_migrate(&e) => {
+                    if let Err(e2) = self.migrate(&e).await {
+                        return Err(self.fail(e2));
                     }
                 }
-                Ok(Some(delta))
+                Err(e) => return Err(self.fail(e)),
             }
-            Ok(None) => {
-                self.end(200);
-                Ok(None)
+        }
+    }
+
+    async fn read(&mut self) -> Result<Option<Delta>, UpstreamError> {
+        let (limit, what) = self.deadlines.next_wait(self.spec.timer.has_first_token());
+        let url = self.leg.guard.worker().url.clone();
+        let next = self.leg.upstream.next();
+        let timed = async {
+            match limit {
+                Some(l) => tokio::time::timeout(l, next)
+                    .await
+                    .unwrap_or_else(|_| Err(UpstreamError::Timeout { url, stage: what })),
+                None => next.await,
+            }
+        };
+        tokio::select! {
+            r = timed => r,
+            _ = stopped(&mut self.shutdown) => Err(UpstreamError::Aborted { message: "the gateway is shutting down".into(), status: Some(503) }),
+        }
+    }
+
+    fn accept(&mut self, mut delta: Delta) -> Delta {
+        let metrics = &self.app.metrics;
+        if !self.spec.timer.has_first_token() && delta.new_tokens > 0 {
+            self.leg.guard.prefill_done();
+            metrics.stage(
+                Stage::UpstreamFirstToken,
+                self.spec.timer.started().elapsed().as_secs_f64(),
+            );
+        }
+        self.spec.timer.tokens(
+            u64::from(delta.new_tokens),
+            metrics.latency(self.spec.endpoint),
+        );
+        self.output_ids.extend_from_slice(&delta.ids);
+        if self.migrations == 0 {
+            self.prompt_tokens = delta.prompt_tokens;
+            self.cached_tokens = delta.cached_tokens;
+        }
+        self.completion_tokens = self.tokens_before_leg + delta.completion_tokens;
+        delta.completion_tokens = self.completion_tokens;
+        delta.prompt_tokens = self.prompt_tokens;
+        if delta.finish.is_some() {
+            if self.leg.upstream.stopped_here() {
+                // Our stop string ended it while the worker still generates: the armed abort stops it.
+                self.done = true;
+                self.record(200);
+            } else {
+                self.end();
+            }
+        }
+        delta
+    }
+
+    fn can_migrate(&self, e: &UpstreamError) -> bool {
+        matches!(e, UpstreamError::Disconnected { .. })
+            && self.migrations < self.app.config.reliability.migration_limit
+    }
+
+    /// Continues on another worker from where the dead one stopped: the prompt plus every
+    /// token already relayed, with the remaining budget.
+    async fn migrate(&mut self, cause: &UpstreamError) -> Result<(), UpstreamError> {
+        self.migrations += 1;
+        let metrics = Arc::clone(&self.app.metrics);
+        self.leg.guard.outcome(true);
+        metrics.upstream_error(cause.metric_label());
+        let budget = self.spec.params.max_new_tokens.unwrap_or(u32::MAX);
+        let done_tokens = self.completion_tokens;
+        if done_tokens >= budget {
+            metrics.migrations.with_label_values(&["failed"]).inc();
+            return Err(UpstreamError::Protocol {
+                url: self.leg.guard.worker().url.clone(),
+                reason: "worker died after the last token".into(),
+            });
+        }
+        let mut params = self.spec.params.clone();
+        params.max_new_tokens = Some(budget - done_tokens);
+        params.min_new_tokens = params.min_new_tokens.map(|m| m.saturating_sub(done_tokens));
+        let input: Vec<u32> = self
+            .spec
+            .prompt
+            .iter()
+            .chain(&self.output_ids)
+            .copied()
+            .collect();
+        let rid = format!("{}-m{}", self.spec.rid, self.migrations);
+        tracing::warn!(rid = %self.spec.rid, from = %self.leg.guard.worker().url, tokens = done_tokens, error = %cause, "worker failed mid-stream; continuing elsewhere");
+        let req = LegRequest {
+            input_ids: &input,
+            params: &params,
+            rid: &rid,
+            session_key: self.spec.session_key.as_deref(),
+        };
+        match leg::open(&self.app, &req, &mut self.tried, &self.deadlines, true).await {
+            Ok((leg, first)) => {
+                // The old leg drops here: its load is released and its (dead) worker told to abort.
+                self.leg = leg;
+                self.tokens_before_leg = done_tokens;
+                self.pending = Some(first);
+                metrics.migrations.with_label_values(&["continued"]).inc();
+                Ok(())
             }
             Err(e) => {
-                self.guard.outcome(e.is_worker_fault());
-                self.metrics.upstream_error(e.metric_label());
-                self.fail(e.status().as_u16());
-                Err(e)
+                metrics.migrations.with_label_values(&["failed"]).inc();
+                Err(match e {
+                    GatewayError::Upstream(u) => u,
+                    other => UpstreamError::Disconnected {
+                        url: self.leg.guard.worker().url.clone(),
+                        reason: format!("{cause}; no worker could continue: {other}"),
+                    },
+                })
             }
         }
     }
 
     /// Successful end: the worker finished, nothing to abort.
-    fn end(&mut self, status: u16) {
-        if self.done {
-            return;
+    fn end(&mut self) {
+        if !self.done {
+            self.leg.guard.outcome(false);
+            self.leg.abort.disarm();
+            self.done = true;
+            self.record(200);
         }
-        self.guard.outcome(false);
-        self.done = true;
-        self.abort.disarm();
-        self.record(status);
     }
 
     /// Failed end: the worker may still be generating, so the abort stays armed.
-    fn fail(&mut self, status: u16) {
+    fn fail(&mut self, e: UpstreamError) -> UpstreamError {
         if !self.done {
+            self.leg.guard.outcome(e.is_worker_fault());
+            self.app.metrics.upstream_error(e.metric_label());
             self.done = true;
-            self.record(status);
+            self.record(e.status().as_u16());
         }
+        e
     }
 
     fn record(&self, status: u16) {
-        let m = &self.metrics;
+        let m = &self.app.metrics;
         if status == 200 {
-            m.cache_prediction(self.guard.predicted_cached(), u64::from(self.cached_tokens));
+            m.cache_prediction(
+                self.leg.guard.predicted_cached(),
+                u64::from(self.cached_tokens),
+            );
         }
-        self.timer.finish(m.latency(self.endpoint));
-        m.request_done(self.endpoint, status);
+        self.spec.timer.finish(m.latency(self.spec.endpoint));
+        m.request_done(self.spec.endpoint, status);
         m.prompt_tokens.inc_by(u64::from(self.prompt_tokens));
         m.completion_tokens
             .inc_by(u64::from(self.completion_tokens));
         m.cached_tokens.inc_by(u64::from(self.cached_tokens));
     }
+}
 
-    pub fn worker_url(&self) -> &str {
-        &self.guard.worker().url
+/// Resolves once the shutdown grace period is over (never, if the sender is gone).
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
 impl Drop for Generation {
     fn drop(&mut self) {
         if !self.done {
-            // The client left before the end; the armed AbortOnDrop tells the worker.
-            self.metrics.client_aborts.inc();
-            self.fail(499);
+            // The client left before the end; the armed abort tells the worker.
+            self.app.metrics.client_aborts.inc();
+            self.done = true;
+            self.record(499);
         }
     }
 }

@@ -44,14 +44,15 @@ pub async fn health() -> StatusCode {
 pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
     let workers = app.registry.snapshot();
     let healthy = workers.iter().filter(|w| w.is_healthy()).count();
-    let status = if healthy > 0 {
+    let draining = *app.draining.borrow();
+    let status = if healthy > 0 && !draining {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     json_response(
         status,
-        &json!({ "status": if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }),
+        &json!({ "status": if draining { "draining" } else if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }),
     )
 }
 

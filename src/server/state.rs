@@ -18,4 +18,8 @@ pub struct AppState {
     pub policy: Box<dyn Policy>,
     pub client: Client,
     pub metrics: Arc<Metrics>,
+    /// Flipped to `true` when the shutdown grace period is over: in-flight generations end.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// Set on SIGTERM: readiness turns 503 and the listener stops accepting.
+    pub draining: tokio::sync::watch::Sender<bool>,
 }

@@ -13,7 +13,6 @@ use hyper_util::rt::TokioExecutor;
 use super::UpstreamError;
 use crate::workers::Worker;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_IDLE: Duration = Duration::from_secs(4);
 
 #[derive(Clone, Debug)]
@@ -21,17 +20,11 @@ pub struct Client {
     http: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
 }
 
-impl Default for Client {
-    fn default() -> Self {
-        Client::new()
-    }
-}
-
 impl Client {
-    pub fn new() -> Client {
+    pub fn new(connect_timeout: Duration) -> Client {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
         let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
@@ -66,10 +59,7 @@ impl Client {
             .http
             .request(req)
             .await
-            .map_err(|e| UpstreamError::Connect {
-                url: worker.url.clone(),
-                reason: error_chain(&e),
-            })?;
+            .map_err(|e| request_error(worker, &e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -117,6 +107,18 @@ impl Client {
 
     pub async fn probe(&self, worker: &Worker, path: &str, timeout: Duration) -> bool {
         matches!(self.get(worker, path, timeout).await, Ok((s, _)) if s.is_success())
+    }
+}
+
+/// Only a failure to connect proves the worker never saw the request; a connection that broke
+/// after the request went out may have started a generation.
+fn request_error(worker: &Worker, e: &hyper_util::client::legacy::Error) -> UpstreamError {
+    let url = worker.url.clone();
+    let reason = error_chain(e);
+    if e.is_connect() {
+        UpstreamError::Connect { url, reason }
+    } else {
+        UpstreamError::Disconnected { url, reason }
     }
 }
 

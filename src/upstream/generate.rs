@@ -21,6 +21,8 @@ const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct Delta {
     pub text: String,
+    /// The token ids this chunk added (kept so a generation can continue elsewhere).
+    pub ids: Vec<u32>,
     pub new_tokens: u32,
     pub finish: Option<FinishReason>,
     pub prompt_tokens: u32,
@@ -148,6 +150,7 @@ impl GenerateStream {
         } else {
             &ids
         };
+        let added_ids = new_ids.to_vec();
         let text = match chunk.text {
             Some(t) if cumulative => t.get(self.text_len..).unwrap_or("").to_owned(),
             // First chunk (both modes agree) or incremental output.
@@ -201,6 +204,7 @@ impl GenerateStream {
         }
         Ok(Some(Delta {
             text,
+            ids: added_ids,
             new_tokens,
             finish,
             prompt_tokens: meta.prompt_tokens,

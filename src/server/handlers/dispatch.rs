@@ -14,13 +14,13 @@ use crate::error::GatewayError;
 use crate::metrics::{Endpoint, RequestTimer, Stage};
 use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
+use crate::relay::generation::{leg, Spec};
 use crate::relay::passthrough::{self, Forward};
 use crate::relay::{collect, stream, Generation};
 use crate::routing::{self, Pick, RouteRequest};
 use crate::server::{request_id, AppState};
 use crate::upstream::abort::AbortOnDrop;
-use crate::upstream::generate;
-use crate::workers::{LoadGuard, Worker};
+use crate::workers::{LoadGuard, Worker, WorkerId};
 
 pub struct Request<'a> {
     pub headers: &'a HeaderMap,
@@ -44,10 +44,14 @@ where
     }
 }
 
-pub fn pick(app: &AppState, req: &RouteRequest<'_>) -> Result<(Arc<Worker>, Pick), GatewayError> {
+pub fn pick(
+    app: &AppState,
+    req: &RouteRequest<'_>,
+    exclude: &[WorkerId],
+) -> Result<(Arc<Worker>, Pick), GatewayError> {
     let t = Instant::now();
     let workers = app.registry.snapshot();
-    let picked = routing::select(app.policy.as_ref(), req, &workers)?;
+    let picked = routing::select(app.policy.as_ref(), req, &workers, exclude)?;
     app.metrics.pick(&picked.0.url);
     app.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
     Ok(picked)
@@ -72,19 +76,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         Endpoint::Completions
     };
     let p = req.prepared;
-    let route = RouteRequest {
-        prompt_ids: &p.prompt_ids,
-        session_key: session_key(req.headers, p.user.as_deref()),
-    };
-    let (worker, pick) = pick(app, &route)?;
-    let span = tracing::debug_span!("request", id = %rid, worker = %worker.url);
-    let _enter = span.enter();
-    let guard = LoadGuard::book(
-        Arc::clone(&worker),
-        p.prompt_ids.len().saturating_sub(pick.predicted_cached) as u64,
-    )
-    .with_prediction(pick.predicted_cached);
-    let timer = RequestTimer::start_at(req.start);
+    let session = session_key(req.headers, p.user.as_deref()).map(str::to_owned);
     if p.forward || app.config.backend == BackendKind::Openai {
         let path = if req.kind == Kind::Chat {
             "/v1/chat/completions"
@@ -92,56 +84,33 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             "/v1/completions"
         };
         // SGLang workers can abort by rid; OpenAI-compatible ones stop when the connection closes.
-        let abort = (app.config.backend == BackendKind::Sglang)
-            .then(|| AbortOnDrop::new(app.client.clone(), Arc::clone(&worker), rid.clone()));
-        let body = if abort.is_some() {
+        let abortable = app.config.backend == BackendKind::Sglang;
+        let body = if abortable {
             with_rid(&req.body, &rid)
         } else {
             req.body
         };
-        let resp = passthrough::forward(Forward {
-            client: app.client.clone(),
-            guard,
-            abort,
+        let spec = ForwardSpec {
             path,
             body,
+            prompt_ids: &p.prompt_ids,
+            session_key: session.as_deref(),
+            rid: &rid,
+            abortable,
             endpoint,
-            metrics: Arc::clone(&app.metrics),
-            timer,
-        })
-        .await?;
-        return Ok(with_request_id(resp, &rid));
+            start: req.start,
+        };
+        return forward(app, spec).await;
     }
-    let mut abort = AbortOnDrop::new(app.client.clone(), Arc::clone(&worker), rid.clone());
-    let upstream = match generate::start(
-        &app.client,
-        worker,
-        Arc::clone(&app.tokenizer),
-        &p.prompt_ids,
-        &p.params,
-        &rid,
-    )
-    .await
-    {
-        Ok(u) => u,
-        Err(e) => {
-            // The worker refused or was unreachable: it is not generating.
-            abort.disarm();
-            guard.outcome(e.is_worker_fault());
-            app.metrics.upstream_error(e.metric_label());
-            return Err(e.into());
-        }
-    };
-    app.metrics
-        .stage(Stage::UpstreamHeaders, req.start.elapsed().as_secs_f64());
-    let generation = Generation::new(
-        upstream,
-        guard,
-        abort,
-        timer,
-        Arc::clone(&app.metrics),
+    let spec = Spec {
+        rid: rid.clone(),
+        prompt: p.prompt_ids,
+        params: p.params,
+        session_key: session,
         endpoint,
-    );
+        timer: RequestTimer::start_at(req.start),
+    };
+    let generation = Generation::start(app, spec).await?;
     let format = Formatter::new(req.kind, &rid, Arc::clone(&app.model));
     let resp = if p.stream {
         stream::respond(generation, format, p.include_usage)
@@ -149,6 +118,59 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         collect::respond(generation, format).await
     };
     Ok(with_request_id(resp, &rid))
+}
+
+pub struct ForwardSpec<'a> {
+    pub path: &'static str,
+    pub body: Bytes,
+    pub prompt_ids: &'a [u32],
+    pub session_key: Option<&'a str>,
+    pub rid: &'a str,
+    /// The worker understands `/abort_request` for this rid.
+    pub abortable: bool,
+    pub endpoint: Endpoint,
+    pub start: Instant,
+}
+
+/// A body forwarded as it is, retried on another worker while the worker provably did not
+/// start it (connect error, 503/429 before any body).
+pub async fn forward(app: &Arc<AppState>, spec: ForwardSpec<'_>) -> Result<Response, GatewayError> {
+    let mut tried = Vec::new();
+    let mut attempt = 0;
+    loop {
+        let route = RouteRequest {
+            prompt_ids: spec.prompt_ids,
+            session_key: spec.session_key,
+        };
+        let (worker, pick) = pick(app, &route, &tried)?;
+        tried.push(worker.id);
+        let uncached = spec.prompt_ids.len().saturating_sub(pick.predicted_cached) as u64;
+        let result = passthrough::forward(Forward {
+            client: app.client.clone(),
+            guard: LoadGuard::book(Arc::clone(&worker), uncached)
+                .with_prediction(pick.predicted_cached),
+            abort: spec
+                .abortable
+                .then(|| AbortOnDrop::new(app.client.clone(), worker, spec.rid.to_owned())),
+            path: spec.path,
+            body: spec.body.clone(),
+            endpoint: spec.endpoint,
+            metrics: Arc::clone(&app.metrics),
+            timer: RequestTimer::start_at(spec.start),
+        })
+        .await;
+        match result {
+            Ok(resp) => return Ok(with_request_id(resp, spec.rid)),
+            Err(GatewayError::Upstream(e))
+                if leg::not_started(&e) && attempt < app.config.reliability.max_retries =>
+            {
+                attempt += 1;
+                app.metrics.retries.inc();
+                tracing::info!(rid = spec.rid, error = %e, attempt, "retrying on another worker");
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Adds `rid` to a JSON object body (so the worker's request can be aborted by it), unless the

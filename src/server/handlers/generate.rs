@@ -11,13 +11,9 @@ use serde_json::{Map, Value};
 
 use super::dispatch;
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, RequestTimer, Stage};
-use crate::relay::passthrough::{self, Forward};
-use crate::routing::RouteRequest;
+use crate::metrics::{Endpoint, Stage};
 use crate::server::body::{parse, JsonBytes};
 use crate::server::{request_id, AppState};
-use crate::upstream::abort::AbortOnDrop;
-use crate::workers::LoadGuard;
 
 pub async fn generate(
     State(app): State<Arc<AppState>>,
@@ -56,30 +52,23 @@ pub async fn generate(
                 r
             }
         };
-        let user = req.get("routing_key").and_then(Value::as_str);
-        let route = RouteRequest {
-            prompt_ids: &prompt_ids,
-            session_key: dispatch::session_key(&headers, user),
-        };
-        let (worker, pick) = dispatch::pick(&app, &route)?;
+        let user = req
+            .get("routing_key")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let body = serde_json::to_vec(&req)
             .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
-        let resp = passthrough::forward(Forward {
-            client: app.client.clone(),
-            guard: LoadGuard::book(
-                Arc::clone(&worker),
-                prompt_ids.len().saturating_sub(pick.predicted_cached) as u64,
-            )
-            .with_prediction(pick.predicted_cached),
-            abort: Some(AbortOnDrop::new(app.client.clone(), worker, rid.clone())),
+        let spec = dispatch::ForwardSpec {
             path: "/generate",
             body: body.into(),
+            prompt_ids: &prompt_ids,
+            session_key: dispatch::session_key(&headers, user.as_deref()),
+            rid: &rid,
+            abortable: true,
             endpoint: Endpoint::Generate,
-            metrics: Arc::clone(&app.metrics),
-            timer: RequestTimer::start_at(start),
-        })
-        .await?;
-        Ok(dispatch::with_request_id(resp, &rid))
+            start,
+        };
+        dispatch::forward(&app, spec).await
     })
     .await
 }

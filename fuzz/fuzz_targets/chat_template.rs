@@ -1,0 +1,49 @@
+//! The chat-template path with the bundled tokenizer: arbitrary JSON as messages (plus tools and
+//! template kwargs) → `render_and_encode`. Errors are fine; panics and non-client errors for
+//! client-shaped input are not.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use switchboard::tokenize::{ChatTemplateInput, Tokenizer};
+
+fn tokenizer() -> &'static Tokenizer {
+    static T: OnceLock<Tokenizer> = OnceLock::new();
+    T.get_or_init(|| switchboard::bundled::tokenizer().expect("bundled tokenizer loads"))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(v) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    // Either a bare messages array, or `{"messages", "tools", "chat_template_kwargs"}`.
+    let (messages, tools, extra) = match &v {
+        Value::Array(m) => (m.clone(), None, None),
+        Value::Object(o) => (
+            match o.get("messages") {
+                Some(Value::Array(m)) => m.clone(),
+                Some(other) => vec![other.clone()],
+                None => Vec::new(),
+            },
+            o.get("tools"),
+            o.get("chat_template_kwargs").and_then(Value::as_object),
+        ),
+        other => (vec![other.clone()], None, None),
+    };
+    let input = ChatTemplateInput {
+        messages: &messages,
+        tools,
+        add_generation_prompt: data.first().is_some_and(|b| b & 1 == 1),
+        extra,
+    };
+    match tokenizer().render_and_encode(&input) {
+        Ok(ids) => {
+            let vocab = tokenizer().vocab_size() as u32;
+            assert!(ids.iter().all(|&t| t < vocab), "token id outside the vocabulary");
+        }
+        // The gateway answers 500 for a non-client error: client input must never cause one.
+        Err(e) => assert!(e.is_client_error(), "client input gave a server error: {e}"),
+    }
+});

@@ -1,0 +1,105 @@
+//! Retry, migration and timeout settings (`switchboard serve` flags), and the deadlines one
+//! request runs under.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct ReliabilityConfig {
+    /// Retries on another worker while nothing has reached the client and the worker provably
+    /// did not start the generation (connect error, 503/429, "queue full").
+    #[arg(long, default_value_t = 2)]
+    pub max_retries: u32,
+    /// First retry backoff in ms; doubles per retry, with full jitter.
+    #[arg(long, default_value_t = 20)]
+    pub retry_backoff_ms: u64,
+    /// Times a generation whose worker died mid-stream is continued on another worker.
+    #[arg(long, default_value_t = 1)]
+    pub migration_limit: u32,
+    /// Seconds to establish a TCP connection to a worker.
+    #[arg(long, default_value_t = 5)]
+    pub connect_timeout_secs: u64,
+    /// Seconds from the request's arrival to its first token (0 = none).
+    #[arg(long, default_value_t = 300)]
+    pub ttft_timeout_secs: u64,
+    /// Longest gap between two chunks of a running generation, in seconds (0 = none).
+    #[arg(long, default_value_t = 120)]
+    pub stream_idle_timeout_secs: u64,
+    /// On SIGTERM: seconds in-flight requests may take to finish before they are aborted.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_period_secs: u64,
+}
+
+fn secs(s: u64) -> Option<Duration> {
+    (s > 0).then(|| Duration::from_secs(s))
+}
+
+/// The time limits of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    start: Instant,
+    ttft: Option<Duration>,
+    idle: Option<Duration>,
+    total: Option<Duration>,
+}
+
+impl Deadlines {
+    pub fn new(start: Instant, cfg: &ReliabilityConfig, total_secs: u64) -> Deadlines {
+        Deadlines {
+            start,
+            ttft: secs(cfg.ttft_timeout_secs),
+            idle: secs(cfg.stream_idle_timeout_secs),
+            total: secs(total_secs),
+        }
+    }
+
+    /// How long the next wait for the worker may take, and which limit that is.
+    pub fn next_wait(&self, first_token_seen: bool) -> (Option<Duration>, &'static str) {
+        let elapsed = self.start.elapsed();
+        let left = |limit: Option<Duration>| limit.map(|l| l.saturating_sub(elapsed));
+        let (gap, gap_name) = if first_token_seen {
+            (self.idle, "idle gap between tokens")
+        } else {
+            (left(self.ttft), "time to first token")
+        };
+        match (gap, left(self.total)) {
+            (Some(g), Some(t)) if t < g => (Some(t), "total request time"),
+            (None, Some(t)) => (Some(t), "total request time"),
+            (g, _) => (g, gap_name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(ttft: u64, idle: u64) -> ReliabilityConfig {
+        ReliabilityConfig {
+            max_retries: 0,
+            retry_backoff_ms: 0,
+            migration_limit: 0,
+            connect_timeout_secs: 1,
+            ttft_timeout_secs: ttft,
+            stream_idle_timeout_secs: idle,
+            shutdown_grace_period_secs: 0,
+        }
+    }
+
+    #[test]
+    fn picks_the_tightest_limit() {
+        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 100);
+        let (w, what) = d.next_wait(false);
+        assert!(w.is_some_and(|w| w <= Duration::from_secs(10) && w > Duration::from_secs(9)));
+        assert_eq!(what, "time to first token");
+        assert_eq!(
+            d.next_wait(true),
+            (Some(Duration::from_secs(3)), "idle gap between tokens")
+        );
+        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 2);
+        assert_eq!(d.next_wait(true).1, "total request time");
+        let d = Deadlines::new(Instant::now(), &cfg(0, 0), 0);
+        assert_eq!(d.next_wait(true).0, None);
+    }
+}
