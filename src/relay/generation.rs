@@ -57,15 +57,30 @@ impl Generation {
             app.config.request_timeout_secs,
         );
         let mut tried = Vec::new();
-        let (leg, first) = {
-            let req = LegRequest {
-                input_ids: &spec.prompt,
-                params: &spec.params,
-                rid: &spec.rid,
-                session_key: spec.session_key.as_deref(),
-            };
-            leg::open(app, &req, &mut tried, &deadlines, false).await
-        }?;
+        let mut migrations = 0;
+        let req = LegRequest {
+            input_ids: &spec.prompt,
+            params: &spec.params,
+            rid: &spec.rid,
+            session_key: spec.session_key.as_deref(),
+        };
+        let (leg, first) = loop {
+            match leg::open(app, &req, &mut tried, &deadlines, false).await {
+                // The worker died before its first token: nothing reached the client, and that
+                // generation is gone with the worker, so start it over elsewhere.
+                Err(GatewayError::Upstream(e @ UpstreamError::Disconnected { .. }))
+                    if migrations < app.config.reliability.migration_limit =>
+                {
+                    migrations += 1;
+                    app.metrics
+                        .migrations
+                        .with_label_values(&["continued"])
+                        .inc();
+                    tracing::warn!(rid = %spec.rid, error = %e, "worker failed before its first token; starting elsewhere");
+                }
+                other => break other?,
+            }
+        };
         Ok(Generation {
             app: Arc::clone(app),
             spec,
@@ -73,7 +88,7 @@ impl Generation {
             pending: Some(first),
             output_ids: Vec::new(),
             tokens_before_leg: 0,
-            migrations: 0,
+            migrations,
             tried,
             deadlines,
             shutdown: app.shutdown.subscribe(),

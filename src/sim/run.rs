@@ -40,6 +40,8 @@ pub struct Run {
     started: Instant,
     last_token_at: Option<Instant>,
     stalled: bool,
+    /// Past `--fault-die-after-tokens`: the next read resets the connection.
+    dying: bool,
 }
 
 pub struct Update {
@@ -92,11 +94,18 @@ impl Run {
             started: Instant::now(),
             last_token_at: None,
             stalled: false,
+            dying: false,
         })
     }
 
     /// Waits for the next tokens. `None` once the run is over (finished or aborted).
     pub async fn next(&mut self) -> Result<Option<Update>, StreamFault> {
+        if self.dying {
+            // A pause first, so the tokens before the fault are flushed to the client (hyper
+            // drops buffered bytes when a body errors); then the connection breaks.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Err(StreamFault::Die);
+        }
         if self.finished() || self.aborted {
             return Ok(None);
         }
@@ -128,7 +137,11 @@ impl Run {
         self.record_latency(new_tokens);
         self.produced = produced;
         if die.is_some() {
-            return Err(StreamFault::Die);
+            // The tokens up to the limit still go out; the connection breaks on the next read.
+            self.dying = true;
+            if new_tokens == 0 {
+                return Err(StreamFault::Die);
+            }
         }
         Ok(Some(Update {
             new_tokens,

@@ -22,6 +22,10 @@ impl Drop for Proc {
 }
 
 impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -89,13 +93,10 @@ pub async fn sim(extra: &[&str]) -> Proc {
 /// The gateway in front of `workers`, ready (a healthy worker) before it returns.
 pub async fn gateway(workers: &[&Proc], extra: &[&str]) -> Proc {
     let port = free_port();
-    let mut args = vec![
-        "serve".to_string(),
-        "--port".into(),
-        port.to_string(),
-        "--health-check-interval-secs".into(),
-        "1".into(),
-    ];
+    let mut args = vec!["serve".to_string(), "--port".into(), port.to_string()];
+    if !extra.contains(&"--health-check-interval-secs") {
+        args.extend(["--health-check-interval-secs".into(), "1".into()]);
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     if !workers.is_empty() {
         args.push("--worker-urls".into());
