@@ -26,7 +26,7 @@ Measured per run, from the sims' own /metrics after the run (summed over the 4 s
   (over EVERYTHING the sims served, i.e. including bench_serving's single warm-up
   request), and per-worker sglang:num_requests_total (load balance).
 
-TTFT: the sims run with --time-scale T (default 0.25: every modelled GPU step takes
+TTFT: the sims run with --time-scale T (default 1.0; every modelled GPU step takes
 T x its modelled time), so the client-side wall-clock TTFT is in scaled time. The
 tables give wall-clock ms as measured and "model ms" = wall / T (gateway, client and
 network overhead, which do not scale, are inflated by 1/T in that figure).
@@ -284,13 +284,18 @@ def load_vocab_ids():
     return sorted(ids)
 
 
-def zipf_plan(args):
-    """Deterministic requests: [(group, input_ids)] for the zipf workload."""
+def make_plans(args):
+    """Deterministic requests, [(group, input_ids)] per own-client workload:
+    gsp_ids = bench_serving's gsp shape as token ids (every group x prompts_per_group, shuffled),
+    zipf = zipf_requests requests whose group is drawn from zipf(s)."""
     w = args.workload
     rng = random.Random(args.seed)
     vocab = load_vocab_ids()
     g = w["groups"]
     systems = [rng.choices(vocab, k=w["system_len"]) for _ in range(g)]
+    gsp = [(grp, systems[grp] + rng.choices(vocab, k=w["question_len"]))
+           for grp in range(g) for _ in range(w["prompts_per_group"])]
+    rng.shuffle(gsp)
     weights = [1.0 / (k + 1) ** args.zipf_s for k in range(g)]
     cum = []
     acc = 0.0
@@ -301,7 +306,7 @@ def zipf_plan(args):
     for _ in range(w["zipf_requests"]):
         grp = min(bisect.bisect_left(cum, rng.random() * acc), g - 1)
         plan.append((grp, systems[grp] + rng.choices(vocab, k=w["question_len"])))
-    return plan
+    return {"gsp_ids": gsp, "zipf": plan}
 
 
 async def zipf_client(base, plan, output_len, concurrency, timeout):
@@ -369,8 +374,9 @@ def pct(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def run_zipf(base, args, plan):
-    RAN.append(f"[in-process zipf client] {len(plan)} x POST {base}/generate input_ids stream, s={args.zipf_s:g}, "
+def run_own_client(base, args, plan, workload):
+    what = f"zipf s={args.zipf_s:g}" if workload == "zipf" else "gsp shape, uniform, shuffled"
+    RAN.append(f"[in-process client, {workload}] {len(plan)} x POST {base}/generate input_ids stream, {what}, "
                f"seed {args.seed}, concurrency {args.concurrency}, max_new_tokens {args.workload['output_len']}")
     log("+ " + RAN[-1])
     results, dur = asyncio.run(zipf_client(base, plan, args.workload["output_len"], args.concurrency,
@@ -408,7 +414,7 @@ def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan):
         if workload == "gsp":
             client = run_gsp(base, args, home, logdir, tag)
         else:
-            client = run_zipf(base, args, plan)
+            client = run_own_client(base, args, plan[workload], workload)
         procs.check_alive()
         sims = summarize_sims(scrape_sims(urls))
     finally:
@@ -473,29 +479,34 @@ def acceptance(rows, quick):
     def add(name, ok, detail):
         checks.append({"check": name, "pass": ok, "detail": detail})
 
-    pc, ca, rr = by.get(("gsp", "prefix_cost")), by.get(("gsp", "cache_aware")), by.get(("gsp", "round_robin"))
-    for r in (pc, ca):
-        if r:
-            add(f"gsp {r['policy']} cached share >= 85%", r["cached_share"] >= 0.85, f"{r['cached_share']:.1%}")
-    if rr and (pc or ca):
-        best = min(x["cached_share"] for x in (pc, ca) if x)
-        add("gsp round_robin cached share far lower", rr["cached_share"] <= best - 0.25,
-            f"{rr['cached_share']:.1%} (vs {best:.1%})")
-    if pc and rr:
-        add("gsp TTFT p50 prefix_cost <= 0.5 x round_robin", pc["ttft_p50_ms"] <= 0.5 * rr["ttft_p50_ms"],
-            f"{pc['ttft_p50_ms']:.1f} vs {rr['ttft_p50_ms']:.1f} ms (ratio {pc['ttft_p50_ms'] / rr['ttft_p50_ms']:.2f})")
+    for wl in ("gsp", "gsp_ids"):
+        pc, ca, rr = by.get((wl, "prefix_cost")), by.get((wl, "cache_aware")), by.get((wl, "round_robin"))
+        for r in (pc, ca):
+            if r:
+                add(f"{wl} {r['policy']} cached share >= 85%", r["cached_share"] >= 0.85, f"{r['cached_share']:.1%}")
+        if rr and (pc or ca):
+            best = min(x["cached_share"] for x in (pc, ca) if x)
+            add(f"{wl} round_robin cached share far lower", rr["cached_share"] <= best - 0.25,
+                f"{rr['cached_share']:.1%} (vs {best:.1%})")
+        if pc and rr:
+            add(f"{wl} TTFT p50 prefix_cost <= 0.5 x round_robin", pc["ttft_p50_ms"] <= 0.5 * rr["ttft_p50_ms"],
+                f"{pc['ttft_p50_ms']:.1f} vs {rr['ttft_p50_ms']:.1f} ms "
+                f"(ratio {pc['ttft_p50_ms'] / rr['ttft_p50_ms']:.2f})")
     z = by.get(("zipf", "prefix_cost"))
     if z:
         add("zipf prefix_cost busiest/idlest worker <= 2", z["max_min_ratio"] <= 2.0,
             f"{z['requests_per_worker']} -> {z['max_min_ratio']:.2f}")
         add("zipf prefix_cost cached share >= 75%", z["cached_share"] >= 0.75, f"{z['cached_share']:.1%}")
-    smg = by.get(("gsp", "smg"))
-    if smg:
-        for r in (pc, ca):
+    for wl in ("gsp", "gsp_ids"):
+        smg = by.get((wl, "smg"))
+        if not smg:
+            continue
+        for pol in ("prefix_cost", "cache_aware"):
+            r = by.get((wl, pol))
             if r:
-                add(f"gsp {r['policy']} beats SMG on cached share", r["cached_share"] > smg["cached_share"],
+                add(f"{wl} {pol} beats SMG on cached share", r["cached_share"] > smg["cached_share"],
                     f"{r['cached_share']:.1%} vs {smg['cached_share']:.1%}")
-                add(f"gsp {r['policy']} beats SMG on TTFT p99", r["ttft_p99_ms"] < smg["ttft_p99_ms"],
+                add(f"{wl} {pol} beats SMG on TTFT p99", r["ttft_p99_ms"] < smg["ttft_p99_ms"],
                     f"{r['ttft_p99_ms']:.1f} vs {smg['ttft_p99_ms']:.1f} ms")
     if quick:
         for c in checks:
@@ -508,12 +519,16 @@ def main():
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
                     help=f"comma list from {SWITCHBOARD_POLICIES + ['smg']} (default: %(default)s)")
     ap.add_argument("--skip-smg", action="store_true", help="drop smg from --policies")
-    ap.add_argument("--workloads", default="gsp,zipf", help="gsp, zipf or both (default: %(default)s)")
+    ap.add_argument("--workloads", default="gsp,gsp_ids,zipf",
+                    help="comma list of gsp (bench_serving, text), gsp_ids (same shape as token ids, own client), "
+                         "zipf (own client) (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small workload (16 groups x 4 prompts) for a smoke test")
     ap.add_argument("--out", default="routing_quality.json", help="JSON results file (default: %(default)s)")
     ap.add_argument("--binary", default=str(REPO / "target" / "release" / "switchboard"))
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--time-scale", type=float, default=0.25)
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="sims' --time-scale (default %(default)s: on 2 cores, 0.25 shrinks the modelled GPU time "
+                         "until client and tokenizer CPU dominate TTFT)")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=32)
     ap.add_argument("--zipf-s", type=float, default=1.0)
@@ -571,12 +586,15 @@ def main():
     log(f"workload: {w}; sims: --kv-capacity-tokens {args.kv_capacity} (= {groups_per_sim} groups x {per_group}), "
         f"--time-scale {args.time_scale}; concurrency {args.concurrency}; seed {args.seed}; zipf s={args.zipf_s}")
 
-    plan = zipf_plan(args) if "zipf" in workloads else None
-    if plan:
+    for wl in workloads:
+        if wl not in ("gsp", "gsp_ids", "zipf"):
+            ap.error(f"unknown workload {wl}")
+    plan = make_plans(args)
+    if "zipf" in workloads:
         counts = [0] * w["groups"]
-        for g, _ in plan:
+        for g, _ in plan["zipf"]:
             counts[g] += 1
-        log(f"zipf plan: {len(plan)} requests, hottest groups {sorted(counts, reverse=True)[:6]}, "
+        log(f"zipf plan: {len(plan['zipf'])} requests, hottest groups {sorted(counts, reverse=True)[:6]}, "
             f"{sum(1 for c in counts if c)} groups used")
 
     rows = []
@@ -605,6 +623,11 @@ def main():
                       f"{w['prompts_per_group']} prompts, system {w['system_len']} + question {w['question_len']} "
                       f"tokens, output {w['output_len']}; cached share over all requests incl. the 1 warm-up):\n")
         report.append(fmt_table(rows, "gsp", args.time_scale))
+    if "gsp_ids" in workloads:
+        report.append(f"\n**Shared prefix as token ids** (own client: the same {w['groups']} x {w['prompts_per_group']} "
+                      f"shape, {w['system_len']} + {w['question_len']} random vocab ids, output {w['output_len']}, "
+                      f"shuffled, input_ids to /generate, so neither gateway nor sims tokenize; no warm-up):\n")
+        report.append(fmt_table(rows, "gsp_ids", args.time_scale))
     if "zipf" in workloads:
         report.append(f"\n**Zipf groups** (own client, {w['zipf_requests']} requests, group ~ zipf s={args.zipf_s:g} over "
                       f"{w['groups']} groups, same prompt shape, input_ids to /generate, no warm-up):\n")

@@ -32,6 +32,8 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub routing: crate::routing::RoutingConfig,
     #[command(flatten)]
+    pub admission: crate::server::admission::AdmissionConfig,
+    #[command(flatten)]
     pub reliability: crate::relay::reliability::ReliabilityConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]

@@ -44,6 +44,13 @@ pub enum GatewayError {
     NotFound,
     #[error("this route needs the admin API key")]
     Forbidden,
+    /// Admission control (`server::admission`) refused the request: 429 with `Retry-After`.
+    #[error("{reason}")]
+    TooManyRequests {
+        reason: String,
+        code: &'static str,
+        retry_after_secs: u64,
+    },
 }
 
 impl GatewayError {
@@ -68,6 +75,7 @@ impl GatewayError {
             GatewayError::Upstream(e) => e.status(),
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
             GatewayError::Forbidden => StatusCode::FORBIDDEN,
+            GatewayError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -86,6 +94,7 @@ impl GatewayError {
             GatewayError::Forbidden => ("invalid_request_error", Some("forbidden")),
             GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),
             GatewayError::Upstream(e) => e.kind_and_code(),
+            GatewayError::TooManyRequests { code, .. } => ("rate_limit_exceeded", Some(code)),
             e if e.status().is_server_error() => ("internal_error", None),
             _ => ("invalid_request_error", None),
         }
@@ -130,14 +139,20 @@ impl IntoResponse for GatewayError {
             body,
         )
             .into_response();
-        if let GatewayError::Upstream(UpstreamError::Status {
-            retry_after: Some(secs),
-            ..
-        }) = &self
-        {
-            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        let retry_after = match &self {
+            GatewayError::Upstream(UpstreamError::Status {
+                retry_after: Some(secs),
+                ..
+            })
+            | GatewayError::TooManyRequests {
+                retry_after_secs: secs,
+                ..
+            } => Some(*secs),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }

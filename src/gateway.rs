@@ -24,11 +24,8 @@ pub enum StartError {
     Workers(#[from] crate::workers::RegistryError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] crate::net::BindError),
 }
 
 pub struct Gateway {
@@ -106,28 +103,10 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
             Duration::from_millis(c.load_poll_interval_ms),
         );
     }
-    let addr = format!("{}:{}", c.host, c.port);
-    let tcp = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: addr.clone(),
-            source,
-        })?;
-    let local = tcp
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let (tcp, local) = crate::net::bind(&c.host, c.port).await?;
     let metrics_addr = match c.prometheus_port {
         Some(port) => {
-            let addr = format!("{}:{}", c.prometheus_host, port);
-            let tcp = tokio::net::TcpListener::bind(&addr)
-                .await
-                .map_err(|source| StartError::Bind {
-                    addr: addr.clone(),
-                    source,
-                })?;
-            let local = tcp
-                .local_addr()
-                .map_err(|source| StartError::Bind { addr, source })?;
+            let (tcp, local) = crate::net::bind(&c.prometheus_host, port).await?;
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(server::info::metrics))
                 .with_state(Arc::clone(&state));

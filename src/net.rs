@@ -6,6 +6,25 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
 
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}")]
+pub struct BindError {
+    pub addr: String,
+    pub source: std::io::Error,
+}
+
+/// Binds `host:port` and returns the listener with the address it really got (port 0 picks one).
+pub async fn bind(host: &str, port: u16) -> Result<(TcpListener, std::net::SocketAddr), BindError> {
+    let addr = format!("{host}:{port}");
+    let fail = |source| BindError {
+        addr: addr.clone(),
+        source,
+    };
+    let tcp = TcpListener::bind(&addr).await.map_err(fail)?;
+    let local = tcp.local_addr().map_err(fail)?;
+    Ok((tcp, local))
+}
+
 pub type RefuseSwitch = Arc<dyn Fn() -> bool + Send + Sync>;
 
 pub struct Listener {

@@ -1,6 +1,7 @@
 //! The HTTP surface: routes and the tower layers around them, outermost first.
 
 pub mod admin;
+pub mod admission;
 pub mod auth;
 pub mod body;
 pub mod handlers;
@@ -19,14 +20,21 @@ use axum::Router;
 pub use state::AppState;
 
 pub fn router(state: Arc<AppState>) -> Router {
-    let inference = Router::new()
-        .route("/v1/chat/completions", post(handlers::chat::chat))
-        .route("/v1/completions", post(handlers::completions::completions))
-        .route("/generate", post(handlers::generate::generate))
-        .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            auth::require_api_key,
-        ));
+    let mut inference = Router::new()
+        .route("/v1/chat/completions", post(handlers::openai::chat))
+        .route("/v1/completions", post(handlers::openai::completions))
+        .route("/generate", post(handlers::generate::generate));
+    // Layered before the API-key check, so it sits inside it: a client without a valid key
+    // takes no slot and no rate-limit bucket.
+    if let Some(admission) =
+        admission::AdmissionLayer::new(&state.config.admission, Arc::clone(&state.metrics))
+    {
+        inference = inference.route_layer(admission);
+    }
+    let inference = inference.route_layer(axum::middleware::from_fn_with_state(
+        Arc::clone(&state),
+        auth::require_api_key,
+    ));
     let admin = Router::new()
         .route("/workers", get(admin::list).post(admin::add))
         .route("/workers/{id}", axum::routing::delete(admin::remove))

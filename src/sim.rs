@@ -105,11 +105,8 @@ pub enum SimError {
     Vocab(#[from] vocab::VocabError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] crate::net::BindError),
 }
 
 impl SimOptions {
@@ -189,16 +186,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         started_unix: server::unix_now(),
         recent: Default::default(),
     });
-    let addr = format!("{}:{}", opts.host, opts.port);
-    let tcp = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| SimError::Bind {
-            addr: addr.clone(),
-            source,
-        })?;
-    let local = tcp
-        .local_addr()
-        .map_err(|source| SimError::Bind { addr, source })?;
+    let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);
     let listener = crate::net::Listener::new(tcp)
         .with_refuse_switch(Arc::new(move || faults_state.faults.refuse_connections()));

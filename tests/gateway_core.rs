@@ -90,49 +90,6 @@ async fn golden_ids_qwen3() {
     golden_ids_reach_the_worker("qwen3").await;
 }
 
-async fn running_on(sim_url: &str) -> u64 {
-    let v: Value = support::client()
-        .get(format!("{sim_url}/v1/loads"))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("json");
-    v["loads"][0]["num_running_reqs"]
-        .as_u64()
-        .expect("num_running_reqs")
-        + v["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)
-}
-
-async fn sim_metric(sim_url: &str, name: &str) -> f64 {
-    let text = support::client()
-        .get(format!("{sim_url}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    support::metric_sum(&text, name)
-}
-
-/// Waits (bounded) until `cond` holds.
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
 /// Acceptance: a client that leaves mid-stream makes the gateway abort the worker's request.
 #[tokio::test]
 async fn client_disconnect_mid_stream_aborts_on_worker() {
@@ -149,14 +106,14 @@ async fn client_disconnect_mid_stream_aborts_on_worker() {
     assert_eq!(resp.status().as_u16(), 200);
     let first = resp.chunk().await.expect("chunk").expect("some bytes");
     assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
-    assert_eq!(running_on(&sim.url).await, 1);
+    assert_eq!(support::sim_busy(&sim.url).await, 1);
     drop(resp); // the client goes away
-    eventually("worker running count back to 0", || async {
-        running_on(&sim.url).await == 0
+    support::eventually("worker running count back to 0", || async {
+        support::sim_busy(&sim.url).await == 0
     })
     .await;
-    eventually("abort_request received", || async {
-        sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
+    support::eventually("abort_request received", || async {
+        support::sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
     })
     .await;
     let text = support::client()
@@ -193,12 +150,12 @@ async fn client_disconnect_non_stream_aborts_on_worker() {
         r.is_err(),
         "the request should have timed out on the client side"
     );
-    eventually("worker running count back to 0", || async {
-        running_on(&sim.url).await == 0
+    support::eventually("worker running count back to 0", || async {
+        support::sim_busy(&sim.url).await == 0
     })
     .await;
-    eventually("abort_request received", || async {
-        sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
+    support::eventually("abort_request received", || async {
+        support::sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
     })
     .await;
 }
@@ -396,12 +353,12 @@ async fn ids_only_workers_are_detokenized_with_stop_strings() {
     let stopped = ask(gw_ids.url.clone(), json!({"stop": [stop], "stream": false})).await;
     assert_eq!(stopped["choices"][0]["message"]["content"], cut);
     assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
-    eventually("worker aborted after our stop", || async {
-        sim_metric(&ids_only.url, "sim_abort_requests_received_total").await >= 1.0
+    support::eventually("worker aborted after our stop", || async {
+        support::sim_metric(&ids_only.url, "sim_abort_requests_received_total").await >= 1.0
     })
     .await;
-    eventually("worker idle", || async {
-        running_on(&ids_only.url).await == 0
+    support::eventually("worker idle", || async {
+        support::sim_busy(&ids_only.url).await == 0
     })
     .await;
 }

@@ -19,57 +19,21 @@ async fn set_faults(sim: &Proc, faults: Value) {
     assert_eq!(r.status().as_u16(), 200);
 }
 
-async fn metrics(url: &str) -> String {
-    support::client()
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text")
-}
-
 async fn sim_requests(sim: &Proc) -> f64 {
-    support::metric_sum(&metrics(&sim.url).await, "sglang:num_requests_total")
-}
-
-async fn running(sim: &Proc) -> u64 {
-    let v: Value = support::client()
-        .get(format!("{}/v1/loads", sim.url))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("json");
-    v["loads"][0]["num_running_reqs"].as_u64().unwrap_or(0)
-        + v["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)
-}
-
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting for: {what}");
+    support::metric_sum(
+        &support::metrics_text(&sim.url).await,
+        "sglang:num_requests_total",
+    )
 }
 
 /// The gateway's in-flight gauges are all back to zero.
 async fn gateway_idle(gw: &Proc) {
     let url = gw.url.clone();
-    eventually("gateway in-flight back to 0", || {
+    support::eventually("gateway in-flight back to 0", || {
         let url = url.clone();
         async move {
             support::metric_sum(
-                &metrics(&url).await,
+                &support::metrics_text(&url).await,
                 "switchboard_worker_in_flight_requests",
             ) == 0.0
         }
@@ -160,7 +124,12 @@ async fn connection_refused_is_retried_on_another_worker() {
         6.0,
         "each request ran exactly once"
     );
-    assert!(support::metric_sum(&metrics(&gw.url).await, "switchboard_retries_total") >= 1.0);
+    assert!(
+        support::metric_sum(
+            &support::metrics_text(&gw.url).await,
+            "switchboard_retries_total"
+        ) >= 1.0
+    );
     gateway_idle(&gw).await;
 }
 
@@ -189,7 +158,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
         migrated += 1;
     }
     assert_eq!(migrated, 4);
-    let m = metrics(&gw.url).await;
+    let m = support::metrics_text(&gw.url).await;
     let continued = support::metric_sum(&m, "switchboard_migrations_total{outcome=\"continued\"}");
     assert!(continued >= 1.0);
     // No generation ran twice: the workers saw the 4 requests plus one continuation per migration.
@@ -213,8 +182,8 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
         "{seen:?}"
     );
     gateway_idle(&gw).await;
-    eventually("workers idle", || async {
-        running(&a).await + running(&b).await == 0
+    support::eventually("workers idle", || async {
+        support::sim_busy(&a.url).await + support::sim_busy(&b.url).await == 0
     })
     .await;
 }
@@ -248,11 +217,17 @@ async fn stall_before_first_token_times_out_with_504_and_aborts() {
     assert!(t.elapsed() < Duration::from_secs(4));
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], "upstream_timeout");
-    eventually("abort reached the worker", || async {
-        support::metric_sum(&metrics(&a.url).await, "sim_abort_requests_received_total") >= 1.0
+    support::eventually("abort reached the worker", || async {
+        support::metric_sum(
+            &support::metrics_text(&a.url).await,
+            "sim_abort_requests_received_total",
+        ) >= 1.0
     })
     .await;
-    eventually("worker idle", || async { running(&a).await == 0 }).await;
+    support::eventually("worker idle", || async {
+        support::sim_busy(&a.url).await == 0
+    })
+    .await;
     gateway_idle(&gw).await;
 }
 
@@ -266,11 +241,17 @@ async fn stall_mid_stream_times_out_with_an_error_event_and_aborts() {
     assert_eq!(status, 200);
     assert!(error && !done);
     assert!(t.elapsed() < Duration::from_secs(4));
-    eventually("abort reached the worker", || async {
-        support::metric_sum(&metrics(&a.url).await, "sim_abort_requests_received_total") >= 1.0
+    support::eventually("abort reached the worker", || async {
+        support::metric_sum(
+            &support::metrics_text(&a.url).await,
+            "sim_abort_requests_received_total",
+        ) >= 1.0
     })
     .await;
-    eventually("worker idle", || async { running(&a).await == 0 }).await;
+    support::eventually("worker idle", || async {
+        support::sim_busy(&a.url).await == 0
+    })
+    .await;
     gateway_idle(&gw).await;
 }
 
@@ -379,11 +360,17 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         rest.contains("\"error\"") && !rest.contains("[DONE]"),
         "the long stream ends with an error event: {rest}"
     );
-    eventually("abort reached the worker", || async {
-        support::metric_sum(&metrics(&a.url).await, "sim_abort_requests_received_total") >= 1.0
+    support::eventually("abort reached the worker", || async {
+        support::metric_sum(
+            &support::metrics_text(&a.url).await,
+            "sim_abort_requests_received_total",
+        ) >= 1.0
     })
     .await;
-    eventually("worker idle", || async { running(&a).await == 0 }).await;
+    support::eventually("worker idle", || async {
+        support::sim_busy(&a.url).await == 0
+    })
+    .await;
 }
 
 fn gw_pid(gw: &Proc) -> String {

@@ -39,7 +39,11 @@ pub fn spawn(
                 // One success brings a worker in; it takes several failures in a row to take it out.
                 let healthy = ok || (w.is_healthy() && *n < FAILS_TO_EXCLUDE);
                 if healthy != w.is_healthy() {
-                    tracing::warn!(worker = %w.url, healthy, "worker health changed");
+                    if healthy {
+                        tracing::info!(worker = %w.url, "worker healthy");
+                    } else {
+                        tracing::warn!(worker = %w.url, "worker failed its health checks; excluded");
+                    }
                     w.set_healthy(healthy);
                 }
             }

@@ -148,3 +148,50 @@ pub fn sse_data(body: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Polls `cond` until it holds, for at most 10 s; panics naming `what` otherwise.
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The Prometheus text of `url/metrics`.
+pub async fn metrics_text(url: &str) -> String {
+    client()
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
+/// Sum of a simulator metric over all its labels.
+pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
+    metric_sum(&metrics_text(sim_url).await, name)
+}
+
+/// Requests running or waiting on a simulator (from its `/v1/loads`).
+pub async fn sim_busy(sim_url: &str) -> u64 {
+    let v: serde_json::Value = client()
+        .get(format!("{sim_url}/v1/loads"))
+        .send()
+        .await
+        .expect("loads")
+        .json()
+        .await
+        .expect("loads json");
+    let load = &v["loads"][0];
+    load["num_running_reqs"].as_u64().unwrap_or(0) + load["num_waiting_reqs"].as_u64().unwrap_or(0)
+}

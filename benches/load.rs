@@ -1,0 +1,359 @@
+//! Gateway load benchmark: N simulated workers and the Switchboard gateway on loopback, driven
+//! open-loop (Poisson `--rate`) or closed-loop (`--concurrency`), with the same traffic measured
+//! on the direct path (client → sim) so every figure is also a ratio to it.
+//!
+//! `cargo bench --bench load -- --scenario nonstream|streams|longprompt|memory [flags]`
+//! `cargo bench --bench load -- --help` lists the flags; `benches/README.md` has the results.
+//!
+//! Each phase gets fresh sims (so the direct phase cannot warm the gateway phase's prefix
+//! caches), a warm-up, then a measurement window: requests finishing inside it are counted,
+//! CPU comes from /proc/PID/stat utime+stime over the window, RSS from /proc/PID/status.
+
+#[path = "load/client.rs"]
+mod client;
+#[path = "load/procs.rs"]
+mod procs;
+#[path = "load/report.rs"]
+mod report;
+#[path = "load/workload.rs"]
+mod workload;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+
+use procs::Proc;
+use report::{Pcts, Phase};
+use workload::{Api, Shape, Workload};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Scenario {
+    /// Non-streaming chat, 16 tokens, concurrency 64, zero-latency sims
+    Nonstream,
+    /// 256 concurrent chat streams of 64 tokens, worker TTFT 20 ms / ITL 10 ms
+    Streams,
+    /// Unique ~2,000-word prompts, 32 concurrent streams
+    Longprompt,
+    /// 1,000 open slow streams: gateway KiB per stream
+    Memory,
+}
+
+/// Engine knobs giving a flat 20 ms prefill and a flat 10 ms decode step at any batch size, so
+/// the worker's TTFT/ITL do not depend on how the gateway spreads the load.
+const FLAT_20_10: &str = "--prefill-base-us 20000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
+    --decode-base-us 10000 --decode-batch-knee 1024 --decode-per-seq-us 0 --decode-per-1k-ctx-us 0";
+
+impl Scenario {
+    fn preset(self) -> Vec<String> {
+        let (flags, sim): (&str, String) = match self {
+            Scenario::Nonstream => (
+                "--api chat --concurrency 64 --max-tokens 16 --policy prefix_cost",
+                "--zero-latency".into(),
+            ),
+            Scenario::Streams => (
+                "--api chat --stream --concurrency 256 --max-tokens 64 --policy prefix_cost",
+                FLAT_20_10.into(),
+            ),
+            Scenario::Longprompt => (
+                "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
+                 --policy prefix_cost",
+                FLAT_20_10.into(),
+            ),
+            // 500 ms decode steps: a 64-token stream lasts ~32 s, longer than warm-up + window,
+            // so all 1,000 are open (past their first token) when RSS is read.
+            Scenario::Memory => (
+                "--api chat --stream --concurrency 1000 --max-tokens 64 --warmup 4 --secs 3 \
+                 --policy prefix_cost",
+                "--prefill-base-us 1000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
+                 --decode-base-us 500000 --decode-batch-knee 2048 --decode-per-seq-us 0 \
+                 --decode-per-1k-ctx-us 0 --max-running-requests 1024"
+                    .into(),
+            ),
+        };
+        let mut v: Vec<String> = flags.split_whitespace().map(String::from).collect();
+        v.push(format!("--sim-args={sim}"));
+        v
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Switchboard gateway load benchmark", args_override_self = true)]
+struct Args {
+    /// Named preset; any flag given as well overrides it
+    #[arg(long)]
+    scenario: Option<Scenario>,
+    #[arg(long, value_enum, default_value = "chat")]
+    api: Api,
+    #[arg(long)]
+    stream: bool,
+    /// Closed loop: this many clients, each sending its next request when the last ends
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Open loop: Poisson arrivals per second (overrides --concurrency)
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop: connection limit (an arrival finding all busy counts as an error)
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+    #[arg(long, default_value_t = 16)]
+    max_tokens: u32,
+    #[arg(long, default_value_t = 32)]
+    prompt_words: usize,
+    /// 0: every prompt unique; G: prompts share one of G prefixes of --shared-prefix-words
+    #[arg(long, default_value_t = 0)]
+    shared_prefix_groups: usize,
+    /// Default: 3/4 of --prompt-words
+    #[arg(long)]
+    shared_prefix_words: Option<usize>,
+    #[arg(long, default_value = "smollm2-135m-instruct")]
+    model: String,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, default_value = "prefix_cost")]
+    policy: String,
+    /// Extra `switchboard sim` flags (one string)
+    #[arg(long, allow_hyphen_values = true, default_value = "")]
+    sim_args: String,
+    /// Extra `switchboard serve` flags (one string)
+    #[arg(long, allow_hyphen_values = true, default_value = "")]
+    gateway_args: String,
+    /// Gateway on core 0; sims and this generator on core 1 (needs taskset and 2 cores)
+    #[arg(long)]
+    pin: bool,
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Measurement window, seconds
+    #[arg(long, default_value_t = 10.0)]
+    secs: f64,
+    /// Drive this already-running server instead of starting a gateway
+    #[arg(long)]
+    target: Option<String>,
+    /// PID of --target, for its CPU and RSS
+    #[arg(long)]
+    target_pid: Option<u32>,
+    /// Name of the --target phase in the report
+    #[arg(long, default_value = "gateway")]
+    label: String,
+    /// Use these running workers for the direct phase instead of starting sims
+    #[arg(long, num_args = 1..)]
+    direct_urls: Vec<String>,
+    #[arg(long)]
+    skip_direct: bool,
+    #[arg(long)]
+    skip_gateway: bool,
+    /// Also write the results here as JSON
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Passed by `cargo bench`; ignored
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+impl Args {
+    /// Parses the command line, expanding `--scenario` into flags placed before the user's.
+    fn load() -> Args {
+        let argv: Vec<String> = std::env::args().collect();
+        let first = Args::parse_from(&argv);
+        let Some(scenario) = first.scenario else {
+            return first;
+        };
+        let mut expanded = vec![argv[0].clone()];
+        expanded.extend(scenario.preset());
+        expanded.extend(argv[1..].iter().cloned());
+        Args::parse_from(expanded)
+    }
+
+    fn shape(&self) -> Shape {
+        Shape {
+            api: self.api,
+            stream: self.stream,
+            max_tokens: self.max_tokens,
+            prompt_words: self.prompt_words,
+            groups: self.shared_prefix_groups,
+            prefix_words: self
+                .shared_prefix_words
+                .unwrap_or(self.prompt_words * 3 / 4),
+            model: self.model.clone(),
+        }
+    }
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    host.parse()
+        .unwrap_or_else(|_| panic!("{url}: expected http://IP:PORT"))
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// Runs the load against `addrs` (connections spread round-robin) and measures one window.
+/// `server`: the gateway's PID (CPU, RSS); `sims`: the workers' PIDs (CPU only).
+fn run_phase(
+    name: &str,
+    args: &Args,
+    wl: &Rc<Workload>,
+    addrs: &[SocketAddr],
+    server: Option<u32>,
+    sims: &[u32],
+) -> Phase {
+    let hz = procs::clock_ticks();
+    let me = std::process::id();
+    let rec = Rc::new(client::Recorder::default());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let local = tokio::task::LocalSet::new();
+    let rss_idle = server.map(|pid| procs::status_kib(pid, "VmRSS"));
+    let mut phase = local.block_on(&rt, async {
+        if let Some(rate) = args.rate {
+            let drv = client::open_loop(
+                addrs.to_vec(),
+                rate,
+                args.max_connections,
+                Rc::clone(wl),
+                Rc::clone(&rec),
+                args.stream,
+            );
+            tokio::task::spawn_local(drv);
+        } else {
+            for i in 0..args.concurrency {
+                let drv = client::closed_loop(
+                    addrs[i % addrs.len()],
+                    Rc::clone(wl),
+                    Rc::clone(&rec),
+                    args.stream,
+                );
+                tokio::task::spawn_local(drv);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+        let sims_ticks = || sims.iter().map(|&p| procs::cpu_ticks(p)).sum::<u64>();
+        let (s0, g0, sim0) = (server.map(procs::cpu_ticks), procs::cpu_ticks(me), sims_ticks());
+        let t0 = Instant::now();
+        rec.recording.set(true);
+        tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
+        rec.recording.set(false);
+        let secs = t0.elapsed().as_secs_f64();
+        let (s1, g1, sim1) = (server.map(procs::cpu_ticks), procs::cpu_ticks(me), sims_ticks());
+        Phase {
+            name: name.to_owned(),
+            secs,
+            server_cpu_s: s0.zip(s1).map(|(a, b)| (b - a) as f64 / hz),
+            server_rss_kib: server.map(|pid| procs::status_kib(pid, "VmRSS")),
+            server_hwm_kib: server.map(|pid| procs::status_kib(pid, "VmHWM")),
+            open_streams: rec.open_streams.get(),
+            sims_cpu_s: (sim1 - sim0) as f64 / hz,
+            gen_cpu_s: (g1 - g0) as f64 / hz,
+            ..Phase::default()
+        }
+    });
+    // Dropping the runtime closes every connection before the servers go.
+    drop(local);
+    drop(rt);
+    phase.server_rss_idle_kib = rss_idle;
+    phase.requests = rec.done.get();
+    phase.chunks = rec.chunks.get();
+    phase.errors = rec.errors.get();
+    phase.ttft = Pcts::of(&mut rec.ttft_us.borrow_mut());
+    phase.itl = Pcts::of(&mut rec.itl_us.borrow_mut());
+    phase.e2e = Pcts::of(&mut rec.e2e_us.borrow_mut());
+    phase.first_errors = rec.first_errors.borrow().clone();
+    phase
+}
+
+fn start_sims(args: &Args, pin: bool) -> Vec<Proc> {
+    let extra = words(&args.sim_args);
+    (0..args.workers.max(1))
+        .map(|_| procs::start_sim(&extra, pin))
+        .collect()
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| Some(l.strip_prefix("model name")?.trim_start_matches([' ', '\t', ':'])))
+        .map(String::from)
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cores} cores, {cpu}")
+}
+
+fn main() {
+    let args = Args::load();
+    let pin = args.pin && procs::have_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    if args.pin && !pin {
+        eprintln!("load: --pin needs taskset and 2 cores; running unpinned");
+    }
+    // The generator shares the sims' core, leaving the gateway's core to the gateway alone.
+    if pin && !procs::pin_self(procs::SIM_CORE) {
+        eprintln!("load: could not pin the generator");
+    }
+    let wl = Rc::new(Workload::new(&args.shape()));
+    let mode = match args.rate {
+        Some(r) => format!("open loop {r}/s"),
+        None => format!("closed loop ×{}", args.concurrency),
+    };
+    println!(
+        "load: {:?} {} max_tokens={} prompt_words={} groups={} {mode}, {} workers, policy {}, \
+         {} s warm-up + {} s, pinned: {pin}; {}",
+        args.api,
+        if args.stream { "stream" } else { "non-stream" },
+        args.max_tokens,
+        args.prompt_words,
+        args.shared_prefix_groups,
+        args.workers,
+        args.policy,
+        args.warmup,
+        args.secs,
+        machine()
+    );
+    let mut phases = Vec::new();
+    if !args.skip_direct {
+        let sims = if args.direct_urls.is_empty() {
+            start_sims(&args, pin)
+        } else {
+            Vec::new()
+        };
+        let mut addrs: Vec<SocketAddr> = args.direct_urls.iter().map(|u| addr_of(u)).collect();
+        addrs.extend(sims.iter().map(|s| s.addr));
+        let pids: Vec<u32> = sims.iter().map(Proc::pid).collect();
+        phases.push(run_phase("direct", &args, &wl, &addrs, None, &pids));
+    }
+    if !args.skip_gateway {
+        if let Some(target) = &args.target {
+            let addr = addr_of(target);
+            phases.push(run_phase(&args.label, &args, &wl, &[addr], args.target_pid, &[]));
+        } else {
+            let sims = start_sims(&args, pin);
+            let urls: Vec<String> = sims.iter().map(Proc::url).collect();
+            let gw = procs::start_gateway(&urls, &args.policy, &words(&args.gateway_args), pin);
+            let pids: Vec<u32> = sims.iter().map(Proc::pid).collect();
+            phases.push(run_phase(&args.label, &args, &wl, &[gw.addr], Some(gw.pid()), &pids));
+        }
+    }
+    report::print_table(&phases);
+    for p in &phases {
+        for e in &p.first_errors {
+            println!("{}: error: {e}", p.name);
+        }
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "bench": "load",
+            "scenario": args.scenario.map(|s| format!("{s:?}").to_lowercase()),
+            "argv": std::env::args().skip(1).filter(|a| a != "--bench").collect::<Vec<_>>(),
+            "machine": machine(),
+            "pinned": pin,
+            "phases": phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&doc).expect("json");
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}

@@ -1,0 +1,78 @@
+//! `POST /v1/chat/completions` and `POST /v1/completions`: parse, prepare (template +
+//! tokenize), then dispatch.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::dispatch::{self, Request};
+use crate::error::GatewayError;
+use crate::metrics::{Endpoint, Stage};
+use crate::prepare::Prepared;
+use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSampling};
+use crate::relay::format::Kind;
+use crate::server::body::{parse_request, JsonBytes};
+use crate::server::AppState;
+
+pub async fn chat(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Response {
+    handle::<ChatCompletionRequest>(app, headers, body, Kind::Chat, crate::prepare::chat).await
+}
+
+pub async fn completions(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Response {
+    handle::<CompletionRequest>(
+        app,
+        headers,
+        body,
+        Kind::Completion,
+        crate::prepare::completion,
+    )
+    .await
+}
+
+async fn handle<R: WithSampling>(
+    app: Arc<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+    kind: Kind,
+    prepare: fn(&AppState, &R) -> Result<Prepared, GatewayError>,
+) -> Response {
+    let start = Instant::now();
+    let endpoint = if kind == Kind::Chat {
+        Endpoint::Chat
+    } else {
+        Endpoint::Completions
+    };
+    dispatch::respond(&app, endpoint, async {
+        let req: R = parse_request(&body)?;
+        app.metrics
+            .stage(Stage::Parse, start.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let prepared = prepare(&app, &req)?;
+        app.metrics
+            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        dispatch::openai(
+            &app,
+            Request {
+                headers: &headers,
+                body,
+                prepared,
+                kind,
+                start,
+            },
+        )
+        .await
+    })
+    .await
+}
