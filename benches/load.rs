@@ -80,7 +80,10 @@ impl Scenario {
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Switchboard gateway load benchmark", args_override_self = true)]
+#[command(
+    about = "Switchboard gateway load benchmark",
+    args_override_self = true
+)]
 struct Args {
     /// Named preset; any flag given as well overrides it
     #[arg(long)]
@@ -234,13 +237,21 @@ fn run_phase(
         }
         tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
         let sims_ticks = || sims.iter().map(|&p| procs::cpu_ticks(p)).sum::<u64>();
-        let (s0, g0, sim0) = (server.map(procs::cpu_ticks), procs::cpu_ticks(me), sims_ticks());
+        let (s0, g0, sim0) = (
+            server.map(procs::cpu_ticks),
+            procs::cpu_ticks(me),
+            sims_ticks(),
+        );
         let t0 = Instant::now();
         rec.recording.set(true);
         tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
         rec.recording.set(false);
         let secs = t0.elapsed().as_secs_f64();
-        let (s1, g1, sim1) = (server.map(procs::cpu_ticks), procs::cpu_ticks(me), sims_ticks());
+        let (s1, g1, sim1) = (
+            server.map(procs::cpu_ticks),
+            procs::cpu_ticks(me),
+            sims_ticks(),
+        );
         Phase {
             name: name.to_owned(),
             secs,
@@ -278,7 +289,12 @@ fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| Some(l.strip_prefix("model name")?.trim_start_matches([' ', '\t', ':'])))
+        .find_map(|l| {
+            Some(
+                l.strip_prefix("model name")?
+                    .trim_start_matches([' ', '\t', ':']),
+            )
+        })
         .map(String::from)
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -287,7 +303,9 @@ fn machine() -> String {
 
 fn main() {
     let args = Args::load();
-    let pin = args.pin && procs::have_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let pin = args.pin
+        && procs::have_taskset()
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     if args.pin && !pin {
         eprintln!("load: --pin needs taskset and 2 cores; running unpinned");
     }
@@ -329,13 +347,27 @@ fn main() {
     if !args.skip_gateway {
         if let Some(target) = &args.target {
             let addr = addr_of(target);
-            phases.push(run_phase(&args.label, &args, &wl, &[addr], args.target_pid, &[]));
+            phases.push(run_phase(
+                &args.label,
+                &args,
+                &wl,
+                &[addr],
+                args.target_pid,
+                &[],
+            ));
         } else {
             let sims = start_sims(&args, pin);
             let urls: Vec<String> = sims.iter().map(Proc::url).collect();
             let gw = procs::start_gateway(&urls, &args.policy, &words(&args.gateway_args), pin);
             let pids: Vec<u32> = sims.iter().map(Proc::pid).collect();
-            phases.push(run_phase(&args.label, &args, &wl, &[gw.addr], Some(gw.pid()), &pids));
+            phases.push(run_phase(
+                &args.label,
+                &args,
+                &wl,
+                &[gw.addr],
+                Some(gw.pid()),
+                &pids,
+            ));
         }
     }
     report::print_table(&phases);

@@ -104,7 +104,10 @@ async fn streams_hold_slots_until_their_body_ends_then_queue_then_429() {
     assert!(text.contains("[DONE]"), "stream did not finish: {text}");
     let (status, waited) = queued.await.expect("queued task");
     assert_eq!(status, 200);
-    assert!(waited >= Duration::from_millis(300), "waited only {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "waited only {waited:?}"
+    );
 
     // Once every stream is over, all slots are free again.
     drop(second.text().await);
@@ -119,7 +122,11 @@ async fn streams_hold_slots_until_their_body_ends_then_queue_then_429() {
         .text()
         .await
         .expect("metrics text");
-    assert_eq!(count_429(&metrics), 1.0, "429s counted in switchboard_requests_total");
+    assert_eq!(
+        count_429(&metrics),
+        1.0,
+        "429s counted in switchboard_requests_total"
+    );
 }
 
 #[tokio::test]

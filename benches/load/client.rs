@@ -178,8 +178,8 @@ pub async fn run_one(
         .and_then(|s| s.try_into().ok())
         .unwrap_or(*b"000");
     let chunked = header(head, b"transfer-encoding").is_some_and(|v| v == b"chunked");
-    let length: Option<usize> = header(head, b"content-length")
-        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+    let length: Option<usize> =
+        header(head, b"content-length").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
     let keep_alive = !header(head, b"connection").is_some_and(|v| v == b"close");
     c.start = head_end;
     c.sse.clear();
@@ -190,7 +190,10 @@ pub async fn run_one(
         c.need(n).await?;
         if &status != b"200" {
             let body = String::from_utf8_lossy(&c.buf[c.start..c.start + n]).into_owned();
-            rec.error(&format!("HTTP {}: {body}", String::from_utf8_lossy(&status)));
+            rec.error(&format!(
+                "HTTP {}: {body}",
+                String::from_utf8_lossy(&status)
+            ));
         }
         c.start += n;
     } else if chunked {
@@ -249,7 +252,10 @@ pub async fn run_one(
         result?;
         if &status != b"200" {
             let body = String::from_utf8_lossy(&c.sse).into_owned();
-            rec.error(&format!("HTTP {}: {body}", String::from_utf8_lossy(&status)));
+            rec.error(&format!(
+                "HTTP {}: {body}",
+                String::from_utf8_lossy(&status)
+            ));
         }
     } else {
         return Err(bad("response without content-length or chunked body"));

@@ -117,14 +117,18 @@ pub fn print_table(phases: &[Phase]) {
         ("E2E p90 ms", 3, |p| p.e2e.map(|x| x.0[1])),
         ("E2E p99 ms", 3, |p| p.e2e.map(|x| x.0[2])),
         ("server CPU µs/request", 1, |p| p.cpu_us_per_req()),
-        ("server CPU cores", 3, |p| p.server_cpu_s.map(|s| s / p.secs)),
+        ("server CPU cores", 3, |p| {
+            p.server_cpu_s.map(|s| s / p.secs)
+        }),
         ("server RSS idle MiB", 1, |p| {
             p.server_rss_idle_kib.map(|k| k as f64 / 1024.0)
         }),
         ("server RSS loaded MiB", 1, |p| {
             p.server_rss_kib.map(|k| k as f64 / 1024.0)
         }),
-        ("open streams at RSS read", 0, |p| Some(p.open_streams as f64)),
+        ("open streams at RSS read", 0, |p| {
+            Some(p.open_streams as f64)
+        }),
         ("server KiB/stream", 1, |p| p.kib_per_stream()),
         ("sims CPU cores", 3, |p| Some(p.sims_cpu_s / p.secs)),
         ("generator CPU cores", 3, |p| Some(p.gen_cpu_s / p.secs)),

@@ -1,19 +1,58 @@
-//! Active health checks: `GET /health` on every worker each interval; a worker is taken out
-//! after consecutive failures and put back after a success.
+//! Active health checks: `GET /health` on every worker each interval, all probed concurrently
+//! so one slow worker does not delay the others. Thresholds keep a flapping worker out: two
+//! failures in a row exclude a worker, and once excluded it needs two successes in a row to
+//! come back (a new worker needs one).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Registry;
+use super::{Registry, Worker, WorkerId};
 use crate::upstream::Client;
 
-/// Failures in a row before a worker is excluded (one slow answer must not drop it).
 const FAILS_TO_EXCLUDE: u32 = 2;
+const SUCCESSES_TO_READMIT: u32 = 2;
+
+/// The probe history of one worker.
+#[derive(Debug, Default, Clone, Copy)]
+struct History {
+    fails: u32,
+    successes: u32,
+    /// Excluded after having been healthy: re-admission needs more than one good answer.
+    was_excluded: bool,
+}
+
+impl History {
+    /// Records a probe and returns whether the worker should take traffic.
+    fn record(&mut self, ok: bool, healthy_now: bool) -> bool {
+        if ok {
+            self.fails = 0;
+            self.successes += 1;
+        } else {
+            self.successes = 0;
+            self.fails += 1;
+        }
+        let healthy = if healthy_now {
+            self.fails < FAILS_TO_EXCLUDE
+        } else {
+            self.successes
+                >= if self.was_excluded {
+                    SUCCESSES_TO_READMIT
+                } else {
+                    1
+                }
+        };
+        if healthy_now && !healthy {
+            self.was_excluded = true;
+        }
+        healthy
+    }
+}
 
 /// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
-pub async fn check_now(client: &Client, worker: &crate::workers::Worker) {
+pub async fn check_now(client: &Client, worker: &Worker) {
     if client
-        .probe(worker, "/health", std::time::Duration::from_secs(5))
+        .probe(worker, "/health", Duration::from_secs(5))
         .await
     {
         worker.set_healthy(true);
@@ -26,18 +65,18 @@ pub fn spawn(
     interval: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut fails = std::collections::HashMap::new();
+        let mut history: HashMap<WorkerId, History> = HashMap::new();
         let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let timeout = interval.min(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            for w in registry.snapshot().iter() {
-                let ok = client
-                    .probe(w, "/health", interval.min(Duration::from_secs(5)))
-                    .await;
-                let n: &mut u32 = fails.entry(w.id).or_default();
-                *n = if ok { 0 } else { *n + 1 };
-                // One success brings a worker in; it takes several failures in a row to take it out.
-                let healthy = ok || (w.is_healthy() && *n < FAILS_TO_EXCLUDE);
+            let workers = registry.snapshot();
+            let probes = workers.iter().map(|w| client.probe(w, "/health", timeout));
+            let results = futures_util::future::join_all(probes).await;
+            history.retain(|id, _| workers.iter().any(|w| w.id == *id));
+            for (w, ok) in workers.iter().zip(results) {
+                let healthy = history.entry(w.id).or_default().record(ok, w.is_healthy());
                 if healthy != w.is_healthy() {
                     if healthy {
                         tracing::info!(worker = %w.url, "worker healthy");
@@ -49,4 +88,37 @@ pub fn spawn(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_keep_a_flapping_worker_out() {
+        let mut h = History::default();
+        let mut healthy = false;
+        for (ok, expect) in [
+            (true, true),
+            (false, true),
+            (true, true),
+            (false, true),
+            (false, false),
+            (true, false),
+            (true, true),
+        ] {
+            healthy = h.record(ok, healthy);
+            assert_eq!(healthy, expect);
+        }
+        // Alternating answers never bring an excluded worker back.
+        let mut h = History {
+            was_excluded: true,
+            ..Default::default()
+        };
+        let mut healthy = false;
+        for ok in [true, false, true, false, true, false] {
+            healthy = h.record(ok, healthy);
+            assert!(!healthy);
+        }
+    }
 }
