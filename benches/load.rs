@@ -150,6 +150,9 @@ struct Args {
     /// Also write the results here as JSON
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Print the sim flags this configuration uses and exit (compare.sh starts its own sims)
+    #[arg(long)]
+    print_sim_args: bool,
     /// Passed by `cargo bench`; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -297,12 +300,21 @@ fn machine() -> String {
         })
         .map(String::from)
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // Counted from /proc/cpuinfo: available_parallelism would see only the core we pinned to.
+    let cores = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
     format!("{cores} cores, {cpu}")
 }
 
 fn main() {
     let args = Args::load();
+    if args.print_sim_args {
+        println!("{}", args.sim_args);
+        return;
+    }
     let pin = args.pin
         && procs::have_taskset()
         && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;

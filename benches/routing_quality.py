@@ -8,18 +8,21 @@ Runs every configuration against FOUR FRESH simulated SGLang workers
   * SMG 1.13 (`smg launch --policy cache_aware`, SGLang's own Rust gateway), from a
     separate cached venv under ${XDG_CACHE_HOME:-~/.cache}/switchboard/smg-venv
 
-Two workloads per configuration:
+Three workloads per configuration:
 
-  gsp   SGLang's `python -m sglang.bench_serving --dataset-name generated-shared-prefix`
-        (64 groups x 16 prompts, 2048-token system prompt, 128-token question,
-        32-token output, --backend sglang i.e. POST /generate with text, streaming,
-        --max-concurrency 32, default warm-up of 1 request).
-  zipf  A small async client in this file: the same kind of shared-prefix prompts,
-        built as token ids (random ids from the tokenizer's vocabulary, seeded), each
-        request's group drawn from a zipf distribution (P(rank k) ~ 1/k^s, s = 1.0 over
-        64 groups, group 0 hottest), sent as POST /generate {"input_ids"} with
-        streaming at a fixed concurrency; it measures TTFT itself (time to the first
-        SSE data chunk). No warm-up.
+  gsp      SGLang's `python -m sglang.bench_serving --dataset-name generated-shared-prefix`
+           (64 groups x 16 prompts, 2048-token system prompt, 128-token question,
+           32-token output, --backend sglang i.e. POST /generate with text, streaming,
+           --max-concurrency 32, default warm-up of 1 request).
+  gsp_ids  The same gsp shape built by the client below as token ids (shuffled), so neither
+           gateway nor sims tokenize: isolates routing from tokenizer CPU (bench_serving 0.5.9's
+           gsp cannot send ids).
+  zipf     A small async client in this file: the same kind of shared-prefix prompts,
+           built as token ids (random ids from the tokenizer's vocabulary, seeded), each
+           request's group drawn from a zipf distribution (P(rank k) ~ 1/k^s, s = 1.0 over
+           64 groups, group 0 hottest), sent as POST /generate {"input_ids"} with
+           streaming at a fixed concurrency; it measures TTFT itself (time to the first
+           SSE data chunk). No warm-up.
 
 Measured per run, from the sims' own /metrics after the run (summed over the 4 sims):
   cached share = sum sglang:cached_tokens_total / sum sglang:prompt_tokens_total
@@ -29,7 +32,8 @@ Measured per run, from the sims' own /metrics after the run (summed over the 4 s
 TTFT: the sims run with --time-scale T (default 1.0; every modelled GPU step takes
 T x its modelled time), so the client-side wall-clock TTFT is in scaled time. The
 tables give wall-clock ms as measured and "model ms" = wall / T (gateway, client and
-network overhead, which do not scale, are inflated by 1/T in that figure).
+network overhead, which do not scale, are inflated by 1/T in that figure). On 2 cores
+T = 0.25 made client/tokenizer CPU, not routing, dominate TTFT, hence the default 1.0.
 
 KV sizing: a group needs ~ 2048 + 16 x (128 + 32) = 4608 tokens when its system
 prompt and every prompt's question + output stay cached, so --kv-capacity-tokens
@@ -37,7 +41,8 @@ prompt and every prompt's question + output stay cached, so --kv-capacity-tokens
 
 Usage:
   python benches/routing_quality.py [--policies prefix_cost,cache_aware,round_robin,smg]
-      [--skip-smg] [--quick] [--out results.json] [--time-scale 0.25] [--concurrency 32]
+      [--skip-smg] [--quick] [--out results.json] [--time-scale 1.0] [--concurrency 32]
+      [--workloads gsp,gsp_ids,zipf]
 
 The python must have sglang 0.5.9's bench_serving and aiohttp: `bash .ci/python-env.sh | tail -1`.
 """

@@ -42,6 +42,8 @@ pub enum GatewayError {
     Unauthorized,
     #[error("not found")]
     NotFound,
+    #[error("this route does not accept that HTTP method")]
+    MethodNotAllowed,
     #[error("this route needs the admin API key")]
     Forbidden,
     /// Admission control (`server::admission`) refused the request: 429 with `Retry-After`.
@@ -75,6 +77,7 @@ impl GatewayError {
             GatewayError::Upstream(e) => e.status(),
             GatewayError::Unauthorized => StatusCode::UNAUTHORIZED,
             GatewayError::Forbidden => StatusCode::FORBIDDEN,
+            GatewayError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -92,6 +95,7 @@ impl GatewayError {
             }
             GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
             GatewayError::Forbidden => ("invalid_request_error", Some("forbidden")),
+            GatewayError::MethodNotAllowed => ("invalid_request_error", Some("method_not_allowed")),
             GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),
             GatewayError::Upstream(e) => e.kind_and_code(),
             GatewayError::TooManyRequests { code, .. } => ("rate_limit_exceeded", Some(code)),

@@ -54,6 +54,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/model_info", get(info::model_info))
         .route("/get_model_info", get(info::model_info))
         .fallback(info::not_found)
+        // axum's own 405 has an empty body; clients get the OpenAI error shape everywhere.
+        .method_not_allowed_fallback(method_not_allowed)
         // Our own extractor turns an oversized body into an OpenAI 413.
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     if state.config.request_timeout_secs > 0 {
@@ -63,4 +65,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         }));
     }
     app.with_state(state)
+}
+
+async fn method_not_allowed() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    crate::error::GatewayError::MethodNotAllowed.into_response()
 }

@@ -9,6 +9,7 @@ mod config;
 mod content;
 mod detokenize;
 mod error;
+mod segments;
 #[cfg(test)]
 mod tests;
 
@@ -48,6 +49,21 @@ impl<'a> ChatTemplateInput<'a> {
     }
 }
 
+/// Prompts longer than this are tokenized on the blocking pool: a few milliseconds of
+/// tokenizing on an I/O thread would delay every stream that thread serves.
+pub const OFF_THREAD_BYTES: usize = 16 * 1024;
+
+/// `encode(text, true)`, moved off the I/O threads when the text is long.
+pub async fn encode_off_thread(tok: &Tokenizer, text: String) -> Result<Vec<u32>, TokenizeError> {
+    if text.len() < OFF_THREAD_BYTES {
+        return tok.encode(&text, true);
+    }
+    let tok = tok.clone();
+    tokio::task::spawn_blocking(move || tok.encode(&text, true))
+        .await
+        .map_err(|e| TokenizeError::Encode(format!("tokenizer task failed: {e}")))?
+}
+
 /// A loaded tokenizer. Cheap to clone (shared `Arc`), `Send + Sync`.
 #[derive(Clone)]
 pub struct Tokenizer {
@@ -74,6 +90,10 @@ struct Inner {
     eos_ids: Vec<u32>,
     /// Sorted ids of added tokens flagged `special`.
     special_ids: Vec<u32>,
+    /// Segment-wise cached encoding of prompts, where it gives the same ids as a plain encode.
+    segmenter: Option<Arc<segments::Segmenter>>,
+    /// `add_special_tokens` adds no ids for this tokenizer.
+    adds_nothing: bool,
 }
 
 /// Any serializable value as a template value (keeps map order).
@@ -162,6 +182,29 @@ impl Tokenizer {
             }
         }
 
+        let splitters: Vec<(String, u32)> = hf
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized)
+            .map(|(id, t)| (t.content, id))
+            .collect();
+        // Segment-wise encoding only where it provably gives the same ids on a hard sample.
+        let segmenter = Some(segments::Segmenter::new(splitters.clone())).filter(|seg| {
+            let sample = segments::self_check_sample(&splitters);
+            let plain = |t: &str| {
+                hf.encode_fast(t, false)
+                    .map(|e| e.get_ids().to_vec())
+                    .map_err(|e| TokenizeError::Encode(e.to_string()))
+            };
+            matches!((plain(&sample), seg.encode(&sample, &plain)), (Ok(a), Ok(b)) if a == b)
+        });
+        // With no post-processor tokens (no BOS/EOS added), `add_special_tokens` changes nothing
+        // and raw prompts can be segmented too.
+        let adds_nothing = hf
+            .encode_fast("probe text", true)
+            .ok()
+            .zip(hf.encode_fast("probe text", false).ok())
+            .is_some_and(|(a, b)| a.get_ids() == b.get_ids());
         let template = match &config.chat_template {
             Some(src) => Some(ChatTemplate::new(
                 src.clone(),
@@ -176,6 +219,8 @@ impl Tokenizer {
                 template,
                 eos_ids,
                 special_ids,
+                segmenter: segmenter.map(Arc::new),
+                adds_nothing,
             }),
         })
     }
@@ -192,13 +237,33 @@ impl Tokenizer {
         })
     }
 
+    /// Ids of `text`; long and repeated text comes from the segment cache where the tokenizer
+    /// allows it (see `segments`).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
+        match &self.inner.segmenter {
+            Some(seg) if !add_special_tokens || self.inner.adds_nothing => {
+                seg.encode(text, &|t| self.encode_plain(t, false))
+            }
+            _ => self.encode_plain(text, add_special_tokens),
+        }
+    }
+
+    fn encode_plain(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizeError> {
         // encode_fast: same ids, skips the offsets we never use.
         self.inner
             .hf
             .encode_fast(text, add_special_tokens)
             .map(|enc| enc.get_ids().to_vec())
             .map_err(|e| TokenizeError::Encode(e.to_string()))
+    }
+
+    /// Whether prompts are encoded segment-wise with the cache (false where that could change ids).
+    pub fn segments_cached(&self) -> bool {
+        self.inner.segmenter.is_some()
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TokenizeError> {

@@ -41,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
     match tokenizer().render_and_encode(&input) {
         Ok(ids) => {
             let vocab = tokenizer().vocab_size() as u32;
-            assert!(ids.iter().all(|&t| t < vocab), "token id outside the vocabulary");
+            assert!(
+                ids.iter().all(|&t| t < vocab),
+                "token id outside the vocabulary"
+            );
         }
         // The gateway answers 500 for a non-client error: client input must never cause one.
         Err(e) => assert!(e.is_client_error(), "client input gave a server error: {e}"),

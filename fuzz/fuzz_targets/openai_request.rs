@@ -56,7 +56,11 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => render(e),
     }
     match parse_request::<CompletionRequest>(data) {
-        Ok(req) => prepare(&req.sampling, req.sampling.max_tokens.or(Some(16)), "max_tokens"),
+        Ok(req) => prepare(
+            &req.sampling,
+            req.sampling.max_tokens.or(Some(16)),
+            "max_tokens",
+        ),
         Err(e) => render(e),
     }
 });

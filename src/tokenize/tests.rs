@@ -298,3 +298,56 @@ fn tools_with_html_characters_render_like_python() {
     let p = tok.apply_chat_template(&input).unwrap();
     assert!(p.contains(r#"{"type": "function", "function": {"name": "q", "description": "a < b & 'c'", "parameters": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}}}}"#), "{p}");
 }
+
+#[test]
+fn segment_cache_is_used_where_it_keeps_ids_identical() {
+    for (dir, expect) in [(SMOLLM2, true), (QWEN25, true), (QWEN3, true)] {
+        let tok = load(dir);
+        assert_eq!(tok.segments_cached(), expect, "{dir}");
+        // A long prompt that shares a prefix with another: chunked, cached, and still exact.
+        let mut text = String::new();
+        for i in 0..600 {
+            text.push_str(
+                [
+                    "The quick",
+                    " brown fox's",
+                    " 1234",
+                    " naïve\n",
+                    "  jumps",
+                    " ☃ over",
+                    " <|im_start|>",
+                ][i % 7],
+            );
+        }
+        let plain = tok
+            .inner
+            .hf
+            .encode_fast(text.as_str(), false)
+            .unwrap()
+            .get_ids()
+            .to_vec();
+        assert_eq!(
+            tok.encode(&text, false).unwrap(),
+            plain,
+            "{dir}: first encode"
+        );
+        assert_eq!(
+            tok.encode(&text, false).unwrap(),
+            plain,
+            "{dir}: from the cache"
+        );
+        let longer = format!("{text} and one more question?");
+        let plain = tok
+            .inner
+            .hf
+            .encode_fast(longer.as_str(), false)
+            .unwrap()
+            .get_ids()
+            .to_vec();
+        assert_eq!(
+            tok.encode(&longer, false).unwrap(),
+            plain,
+            "{dir}: shared prefix"
+        );
+    }
+}

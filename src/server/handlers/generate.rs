@@ -32,7 +32,14 @@ pub async fn generate(
                 .filter_map(Value::as_u64)
                 .map(|t| t as u32)
                 .collect(),
-            (_, Some(Value::String(text))) => app.tokenizer.encode(text, true)?,
+            (None, Some(Value::String(text))) => {
+                let text = text.clone();
+                let ids = crate::tokenize::encode_off_thread(&app.tokenizer, text).await?;
+                // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
+                req.remove("text");
+                req.insert("input_ids".into(), Value::from(ids.clone()));
+                ids
+            }
             (None, None) => {
                 return Err(GatewayError::invalid_body(
                     "one of text or input_ids is required",

@@ -17,6 +17,7 @@ use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSamp
 use crate::relay::format::Kind;
 use crate::server::body::{parse_request, JsonBytes};
 use crate::server::AppState;
+use crate::tokenize::OFF_THREAD_BYTES;
 
 pub async fn chat(
     State(app): State<Arc<AppState>>,
@@ -41,7 +42,7 @@ pub async fn completions(
     .await
 }
 
-async fn handle<R: WithSampling>(
+async fn handle<R: WithSampling + Send + 'static>(
     app: Arc<AppState>,
     headers: HeaderMap,
     body: Bytes,
@@ -59,7 +60,17 @@ async fn handle<R: WithSampling>(
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
-        let prepared = prepare(&app, &req)?;
+        let prepared = if body.len() < OFF_THREAD_BYTES {
+            prepare(&app, &req)?
+        } else {
+            // Templating and tokenizing a long prompt takes milliseconds: keep it off the I/O threads.
+            let app = Arc::clone(&app);
+            tokio::task::spawn_blocking(move || prepare(&app, &req))
+                .await
+                .map_err(|e| {
+                    GatewayError::Tokenize(crate::tokenize::TokenizeError::Encode(e.to_string()))
+                })??
+        };
         app.metrics
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
         dispatch::openai(

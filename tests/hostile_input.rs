@@ -1,0 +1,318 @@
+//! Hostile input against a running gateway (+ one simulated worker): a table-driven corpus
+//! (`hostile_input/cases.rs`), malformed HTTP sent over raw TCP, and a 100 MB body. Every case
+//! must get its exact status, 4xx answers in the OpenAI error shape, never a 5xx or a hang; the
+//! gateway must still serve afterwards.
+
+#[path = "hostile_input/cases.rs"]
+mod cases;
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::Proc;
+
+/// No case may take longer than this (a hang is a failure, not a stuck test run).
+const CASE_TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn setup() -> (Proc, Proc) {
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    (sim, gw)
+}
+
+/// What is wrong with this answer, if anything.
+fn check_answer(expect: u16, status: u16, body: &[u8]) -> Option<String> {
+    if status != expect {
+        let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+        return Some(format!("status {status}, expected {expect}: {text}"));
+    }
+    let v: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("body is not JSON ({e})")),
+    };
+    if status == 200 {
+        let answered = v.get("choices").is_some() || v.get("text").is_some();
+        return (!answered).then(|| format!("200 without choices or text: {v}"));
+    }
+    let Some(err) = v.get("error").and_then(Value::as_object) else {
+        return Some(format!("no error object: {v}"));
+    };
+    let shaped = err
+        .get("message")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.is_empty())
+        && err.get("type").and_then(Value::as_str).is_some()
+        && err.contains_key("param")
+        && err.contains_key("code");
+    (!shaped).then(|| format!("not the OpenAI error shape: {v}"))
+}
+
+/// The gateway still answers a normal request and `/health`.
+async fn assert_still_serving(gw: &Proc) {
+    let c = support::client();
+    let health = c
+        .get(format!("{}/health", gw.url))
+        .send()
+        .await
+        .expect("health");
+    assert_eq!(health.status().as_u16(), 200);
+    let body = json!({"model": cases::MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2});
+    let r = c
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("normal request");
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn corpus_gets_exact_statuses_and_openai_errors() {
+    let (_sim, gw) = setup().await;
+    let client = reqwest::Client::builder()
+        .timeout(CASE_TIMEOUT)
+        .build()
+        .expect("client");
+    let cases = cases::all();
+    assert!(cases.len() >= 50, "only {} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in cases {
+        let mut req = client
+            .post(format!("{}{}", gw.url, case.path))
+            .body(case.body);
+        if let Some(ct) = case.content_type {
+            req = req.header("content-type", ct);
+        }
+        let (status, problem) = match req.send().await {
+            Err(e) => (None, Some(format!("no answer: {e}"))),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                match resp.bytes().await {
+                    Ok(body) => (Some(status), check_answer(case.expect, status, &body)),
+                    Err(e) => (None, Some(format!("status {status}, body unreadable: {e}"))),
+                }
+            }
+        };
+        match (problem, case.known_bug) {
+            (None, _) => {}
+            (Some(_), Some((answered, why))) if status == Some(answered) => {
+                eprintln!("known bug, {}: answered {answered}: {why}", case.name);
+            }
+            (Some(p), _) => failures.push(format!("{}: {p}", case.name)),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_still_serving(&gw).await;
+}
+
+#[tokio::test]
+async fn wrong_method_is_an_openai_405() {
+    let (_sim, gw) = setup().await;
+    let r = support::client()
+        .get(format!("{}/v1/chat/completions", gw.url))
+        .send()
+        .await
+        .expect("send");
+    let status = r.status().as_u16();
+    let body = r.bytes().await.expect("body");
+    assert_eq!(check_answer(405, status, &body), None);
+}
+
+/// Sends raw bytes on a fresh connection; returns the status and the response head.
+fn raw_exchange(port: u16, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(CASE_TIMEOUT)).expect("timeout");
+    // Written from another thread while this one reads: the server may answer (and close)
+    // before it has read everything, and then write errors are expected.
+    let mut w = s.try_clone().expect("clone");
+    let request = request.to_vec();
+    let writer = std::thread::spawn(move || {
+        for chunk in request.chunks(64 * 1024) {
+            if w.write_all(chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !out.is_empty() => break,
+            Err(e) => panic!(
+                "no complete answer ({e}); got {:?}",
+                String::from_utf8_lossy(&out)
+            ),
+        }
+    }
+    // Unblocks a writer stuck on a server that stopped reading.
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    let _ = writer.join();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_owned();
+    (status, head)
+}
+
+fn chat_request(extra_headers: &[u8]) -> Vec<u8> {
+    let body = json!({"model": cases::MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2})
+        .to_string();
+    let mut r = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\ncontent-type: application/json\r\n".to_vec();
+    r.extend_from_slice(extra_headers);
+    r.extend_from_slice(format!("content-length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    r
+}
+
+/// The echoed `x-request-id`, from a response head.
+fn request_id(head: &str) -> Option<&str> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .map(str::trim)
+}
+
+#[tokio::test]
+async fn malformed_http_and_header_injection() {
+    let (_sim, gw) = setup().await;
+    let port = gw.port;
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("x_request_id_with_bare_cr", chat_request(b"x-request-id: abc\rinjected: 1\r\n"), 400),
+        ("x_request_id_with_nul", chat_request(b"x-request-id: abc\0def\r\n"), 400),
+        ("x_request_id_obs_text", chat_request(b"x-request-id: \xff\xfe\x80abc\r\n"), 200),
+        ("x_request_id_crlf_smuggled_header", chat_request(b"x-request-id: a\r\nset-cookie: pwned=1\r\n"), 200),
+        ("x_request_id_64k", chat_request(format!("x-request-id: {}\r\n", "a".repeat(64 * 1024)).as_bytes()), 200),
+        ("header_line_1mb", chat_request(format!("x-big: {}\r\n", "a".repeat(1 << 20)).as_bytes()), 431),
+        ("two_hundred_headers", chat_request((0..200).map(|i| format!("x-h{i}: v\r\n")).collect::<String>().as_bytes()), 431),
+        ("header_without_colon", chat_request(b"this is not a header\r\n"), 400),
+        ("content_length_not_a_number", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: abc\r\n\r\n{}".to_vec(), 400),
+        ("two_content_lengths", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}".to_vec(), 400),
+        ("bad_chunk_size", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n".to_vec(), 400),
+    ];
+    let mut failures = Vec::new();
+    for (name, request, expect) in cases {
+        let (status, head) = tokio::task::spawn_blocking(move || raw_exchange(port, &request))
+            .await
+            .expect("raw exchange");
+        if status != expect {
+            failures.push(format!("{name}: status {status}, expected {expect}"));
+        } else if head.to_ascii_lowercase().contains("set-cookie") || head.contains("injected") {
+            failures.push(format!("{name}: a smuggled header came back: {head}"));
+        } else if status == 200 {
+            // An unusable client id is replaced by a fresh one, never echoed.
+            let id = request_id(&head).unwrap_or("");
+            if id.len() > 128
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+            {
+                failures.push(format!("{name}: unsafe x-request-id echoed: {id:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_still_serving(&gw).await;
+}
+
+/// Peak and current resident memory of a process, in KiB (Linux).
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A 100 MB body, streamed in 64 KiB chunks, with and without a declared length: refused with
+/// a 413 in seconds, and the gateway never holds anything like the whole body in memory.
+#[tokio::test]
+async fn hundred_megabyte_body_is_refused_without_buffering_it() {
+    const TOTAL: usize = 100 * 1024 * 1024;
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    // Spawned here rather than by the harness: the test needs the gateway's pid.
+    let port = support::free_port();
+    let gw = Killed(
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args([
+                "serve",
+                "--port",
+                &port.to_string(),
+                "--worker-urls",
+                &sim.url,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gateway"),
+    );
+    support::wait_ok(&format!("http://127.0.0.1:{port}/readiness")).await;
+    let pid = gw.0.id();
+    let (_, baseline) = memory_kib(pid);
+    for declared in [true, false] {
+        let started = Instant::now();
+        let (status, _) = tokio::task::spawn_blocking(move || {
+            let mut head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\ncontent-type: application/json\r\n".to_vec();
+            let mut body = Vec::with_capacity(TOTAL + 64);
+            body.extend_from_slice(b"{\"model\":\"");
+            body.resize(TOTAL, b'a');
+            if declared {
+                head.extend_from_slice(format!("content-length: {TOTAL}\r\n\r\n").as_bytes());
+                head.extend_from_slice(&body);
+            } else {
+                head.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
+                for chunk in body.chunks(64 * 1024) {
+                    head.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                    head.extend_from_slice(chunk);
+                    head.extend_from_slice(b"\r\n");
+                }
+                head.extend_from_slice(b"0\r\n\r\n");
+            }
+            raw_exchange(port, &head)
+        })
+        .await
+        .expect("upload");
+        let took = started.elapsed();
+        eprintln!("100 MB body, declared length {declared}: {status} after {took:?}");
+        assert_eq!(status, 413, "declared length: {declared}");
+        assert!(took < Duration::from_secs(15), "413 took {took:?}");
+    }
+    let (peak, _) = memory_kib(pid);
+    let grew_mib = peak.saturating_sub(baseline) / 1024;
+    eprintln!(
+        "gateway peak memory grew by {grew_mib} MiB over {} MiB",
+        baseline / 1024
+    );
+    // The limit is 32 MiB: reading up to it is expected, holding 100 MB is not.
+    assert!(grew_mib < 80, "gateway memory grew by {grew_mib} MiB");
+    let health = support::client()
+        .get(format!("http://127.0.0.1:{port}/health"))
+        .send()
+        .await
+        .expect("health");
+    assert_eq!(health.status().as_u16(), 200);
+}
