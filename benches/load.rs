@@ -288,27 +288,6 @@ fn start_sims(args: &Args, pin: bool) -> Vec<Proc> {
         .collect()
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            Some(
-                l.strip_prefix("model name")?
-                    .trim_start_matches([' ', '\t', ':']),
-            )
-        })
-        .map(String::from)
-        .unwrap_or_default();
-    // Counted from /proc/cpuinfo: available_parallelism would see only the core we pinned to.
-    let cores = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("processor"))
-        .count();
-    format!("{cores} cores, {cpu}")
-}
-
 fn main() {
     let args = Args::load();
     if args.print_sim_args {
@@ -342,7 +321,7 @@ fn main() {
         args.policy,
         args.warmup,
         args.secs,
-        machine()
+        procs::machine()
     );
     let mut phases = Vec::new();
     if !args.skip_direct {
@@ -393,7 +372,7 @@ fn main() {
             "bench": "load",
             "scenario": args.scenario.map(|s| format!("{s:?}").to_lowercase()),
             "argv": std::env::args().skip(1).filter(|a| a != "--bench").collect::<Vec<_>>(),
-            "machine": machine(),
+            "machine": procs::machine(),
             "pinned": pin,
             "phases": phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
         });

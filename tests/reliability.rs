@@ -376,3 +376,37 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
 fn gw_pid(gw: &Proc) -> String {
     gw.pid().to_string()
 }
+
+/// The `/generate` passthrough: a stalled stream ends with an SSE error event (and the worker's
+/// request is aborted); a reset one too, never with `[DONE]`.
+#[tokio::test]
+async fn passthrough_streams_end_with_an_error_event_on_stall_or_reset() {
+    let a = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&a], &["--stream-idle-timeout-secs", "1"]).await;
+    let body = json!({"input_ids": [1, 2, 3, 4], "sampling_params": {"max_new_tokens": 30, "ignore_eos": true}, "stream": true});
+    for faults in [
+        json!({"stall_secs": 5.0, "stall_after_tokens": 3}),
+        json!({"die_after_tokens": 3}),
+    ] {
+        set_faults(&a, faults.clone()).await;
+        let t = Instant::now();
+        let r = support::client()
+            .post(format!("{}/generate", gw.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status().as_u16(), 200);
+        let text = r.text().await.expect("body");
+        assert!(
+            text.contains("\"error\"") && !text.contains("[DONE]"),
+            "{faults}: {text}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(4));
+    }
+    support::eventually("worker idle", || async {
+        support::sim_busy(&a.url).await == 0
+    })
+    .await;
+    gateway_idle(&gw).await;
+}

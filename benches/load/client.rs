@@ -180,7 +180,7 @@ pub async fn run_one(
     let chunked = header(head, b"transfer-encoding").is_some_and(|v| v == b"chunked");
     let length: Option<usize> =
         header(head, b"content-length").and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
-    let keep_alive = !header(head, b"connection").is_some_and(|v| v == b"close");
+    let keep_alive = header(head, b"connection").is_none_or(|v| v != b"close");
     c.start = head_end;
     c.sse.clear();
     c.itl.clear();

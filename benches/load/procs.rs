@@ -183,3 +183,25 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
+
+/// `N cores, CPU model` for the report.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            Some(
+                l.strip_prefix("model name")?
+                    .trim_start_matches([' ', '\t', ':']),
+            )
+        })
+        .map(String::from)
+        .unwrap_or_default();
+    // Counted from /proc/cpuinfo: available_parallelism would see only the core we pinned to.
+    let cores = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    format!("{cores} cores, {cpu}")
+}

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Metrics, RequestTimer, Stage};
+use crate::relay::reliability::Deadlines;
 use crate::stream::sse::SseParser;
 use crate::upstream::abort::AbortOnDrop;
 use crate::upstream::{Client, UpstreamError};
@@ -31,10 +32,12 @@ pub struct Forward {
     pub endpoint: Endpoint,
     pub metrics: Arc<Metrics>,
     pub timer: RequestTimer,
+    pub deadlines: Deadlines,
 }
 
 pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
     let Forward {
+        deadlines,
         client,
         guard,
         abort,
@@ -74,6 +77,7 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         metrics,
         endpoint,
         observer: Observer::default(),
+        deadlines,
         done: false,
     };
     if !streaming {
@@ -103,7 +107,23 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         Some((upstream, watch, SseParser::new(64 * 1024 * 1024))),
         |st| async move {
             let (mut upstream, mut watch, mut parser) = st?;
-            match upstream.frame().await {
+            let (limit, what) = watch.deadlines.next_wait(watch.timer.has_first_token());
+            let frame = match limit {
+                Some(l) => match tokio::time::timeout(l, upstream.frame()).await {
+                    Ok(f) => f,
+                    Err(_) => {
+                        let url = watch.guard.worker().url.clone();
+                        return Some((
+                            Ok::<Bytes, std::convert::Infallible>(
+                                watch.fail(UpstreamError::Timeout { url, stage: what }),
+                            ),
+                            None,
+                        ));
+                    }
+                },
+                None => upstream.frame().await,
+            };
+            match frame {
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else {
                         return Some((Ok(Bytes::new()), Some((upstream, watch, parser))));
@@ -116,9 +136,12 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
                     Some((Ok(data), Some((upstream, watch, parser))))
                 }
                 Some(Err(e)) => {
-                    watch.metrics.upstream_error("disconnected");
-                    watch.finish(502);
-                    Some((Err(e), None))
+                    let url = watch.guard.worker().url.clone();
+                    let err = UpstreamError::Disconnected {
+                        url,
+                        reason: e.to_string(),
+                    };
+                    Some((Ok(watch.fail(err)), None))
                 }
                 None => {
                     watch.finish(200);
@@ -146,10 +169,19 @@ struct Watch {
     metrics: Arc<Metrics>,
     endpoint: Endpoint,
     observer: Observer,
+    deadlines: Deadlines,
     done: bool,
 }
 
 impl Watch {
+    /// Ends a stream that broke or timed out: counted, and told to the client as an SSE error
+    /// event (no `[DONE]` follows). The worker's request stays armed for abort.
+    fn fail(&mut self, err: UpstreamError) -> Bytes {
+        self.metrics.upstream_error(err.metric_label());
+        self.finish(err.status().as_u16());
+        super::format::error_event(&GatewayError::Upstream(err))
+    }
+
     fn tokens(&mut self, n: u64) {
         if n > 0 && !self.timer.has_first_token() {
             self.guard.prefill_done();

@@ -16,6 +16,7 @@ use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::{leg, Spec};
 use crate::relay::passthrough::{self, Forward};
+use crate::relay::reliability::Deadlines;
 use crate::relay::{collect, stream, Generation};
 use crate::routing::{self, Pick, RouteRequest};
 use crate::server::{request_id, AppState};
@@ -157,6 +158,11 @@ pub async fn forward(app: &Arc<AppState>, spec: ForwardSpec<'_>) -> Result<Respo
             endpoint: spec.endpoint,
             metrics: Arc::clone(&app.metrics),
             timer: RequestTimer::start_at(spec.start),
+            deadlines: Deadlines::new(
+                spec.start,
+                &app.config.reliability,
+                app.config.request_timeout_secs,
+            ),
         })
         .await;
         match result {
