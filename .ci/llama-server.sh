@@ -5,7 +5,8 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/llama-<version>/ and keyed by the pinned versions;
 # the marker file is written last, so an interrupted build is redone, never trusted.
 # Progress goes to stderr; the last two stdout lines are the server binary and the model path:
-#   out=$(bash .ci/llama-server.sh); server=$(sed -n '$-1p' ...)
+#   out=$(bash .ci/llama-server.sh); server=$(tail -n 2 <<<"$out" | head -n 1); model=$(tail -n 1 <<<"$out")
+# If the build is impossible here (no compiler, no PyPI), it exits non-zero saying why.
 set -euo pipefail
 
 lcpp_version="0.3.36"   # llama-cpp-python sdist that vendors llama.cpp
@@ -22,6 +23,13 @@ die() {
     echo "llama-server.sh: ERROR: $*" >&2
     exit 1
 }
+
+# Two runs on one machine (parallel CI jobs) must not build into the same directory at once.
+mkdir -p "$(dirname "$cache")"
+if command -v flock >/dev/null; then
+    exec 9>"$cache.lock"
+    flock 9
+fi
 
 if [[ -f "$marker" && -x "$server" && -f "$model" ]]; then
     echo "llama-server.sh: cached $cache" >&2

@@ -123,6 +123,8 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         let stop = async move {
             let _ = draining.wait_for(|d| *d).await;
         };
+        // Connection info gives the per-client rate limit its key for clients without a token.
+        let app = app.into_make_service_with_connect_info::<crate::net::ClientAddr>();
         if let Err(e) = axum::serve(crate::net::Listener::new(tcp), app)
             .with_graceful_shutdown(stop)
             .await

@@ -66,3 +66,15 @@ impl axum::serve::Listener for Listener {
         self.inner.local_addr()
     }
 }
+
+/// The client's address, as handlers see it (`ConnectInfo<ClientAddr>`) through our listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Listener>>
+    for ClientAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, Listener>) -> Self {
+        ClientAddr(*stream.remote_addr())
+    }
+}

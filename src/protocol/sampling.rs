@@ -18,6 +18,9 @@ pub fn invalid(param: &'static str, message: impl Into<String>) -> InvalidField 
     }
 }
 
+/// Most choices one request may ask for (OpenAI's limit).
+const MAX_CHOICES: i64 = 128;
+
 /// Most stop strings a request may carry (OpenAI allows 4; SGLang more; be generous).
 const MAX_STOP_STRINGS: usize = 16;
 
@@ -35,6 +38,14 @@ impl Sampling {
                 return Err(invalid(
                     "top_k",
                     "top_k must be -1 (disabled) or at least 1",
+                ));
+            }
+        }
+        if let Some(n) = self.n {
+            if !(1..=MAX_CHOICES).contains(&n) {
+                return Err(invalid(
+                    "n",
+                    format!("n must be between 1 and {MAX_CHOICES}, got {n}"),
                 ));
             }
         }

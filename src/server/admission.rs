@@ -11,7 +11,6 @@ mod rate_limit;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -268,8 +267,11 @@ fn client_key(req: &Request) -> Vec<u8> {
     if let Some(token) = bearer {
         return [b"key:".as_slice(), token].concat();
     }
-    match req.extensions().get::<ConnectInfo<SocketAddr>>() {
-        Some(ConnectInfo(addr)) => format!("ip:{}", addr.ip()).into_bytes(),
+    match req
+        .extensions()
+        .get::<ConnectInfo<crate::net::ClientAddr>>()
+    {
+        Some(ConnectInfo(crate::net::ClientAddr(addr))) => format!("ip:{}", addr.ip()).into_bytes(),
         None => b"anonymous".to_vec(),
     }
 }

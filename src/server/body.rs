@@ -28,6 +28,16 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
         if !mime.eq_ignore_ascii_case("application/json") {
             return Err(GatewayError::UnsupportedMediaType);
         }
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > state.config.max_body_bytes as u64) {
+            return Err(GatewayError::PayloadTooLarge {
+                limit: state.config.max_body_bytes,
+            });
+        }
         match Bytes::from_request(req, state).await {
             Ok(b) => Ok(JsonBytes(b)),
             Err(rejection) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
@@ -53,7 +63,7 @@ pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
 /// Parses JSON, naming the offending field in `param` when there is one.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let param = (path != "." && !path.is_empty()).then_some(path);
@@ -63,5 +73,10 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
             "invalid request"
         };
         GatewayError::invalid_body(format!("{what}: {inner}"), param)
-    })
+    })?;
+    // Anything after the object (a second object, garbage) makes the body invalid.
+    de.end().map_err(|e| {
+        GatewayError::invalid_body(format!("invalid JSON in request body: {e}"), None)
+    })?;
+    Ok(value)
 }

@@ -27,11 +27,7 @@ pub async fn generate(
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prompt_ids = match (req.get("input_ids"), req.get("text")) {
-            (Some(Value::Array(ids)), _) => ids
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|t| t as u32)
-                .collect(),
+            (Some(ids), _) => token_ids(ids, app.tokenizer.vocab_size())?,
             (None, Some(Value::String(text))) => {
                 let text = text.clone();
                 let ids = crate::tokenize::encode_off_thread(&app.tokenizer, text).await?;
@@ -78,4 +74,29 @@ pub async fn generate(
         dispatch::forward(&app, spec).await
     })
     .await
+}
+
+/// `input_ids`: a list of ids inside the vocabulary, or a batch of such lists (routed on the
+/// first). Anything else is refused here rather than by the worker.
+fn token_ids(v: &Value, vocab: usize) -> Result<Vec<u32>, GatewayError> {
+    let bad = |msg: String| GatewayError::invalid_body(msg, Some("input_ids".into()));
+    let one = |list: &Vec<Value>| -> Result<Vec<u32>, GatewayError> {
+        list.iter()
+            .map(|t| match t.as_u64() {
+                Some(id) if (id as usize) < vocab => Ok(id as u32),
+                _ => Err(bad(format!(
+                    "input_ids must be token ids below the vocabulary size {vocab}, got {t}"
+                ))),
+            })
+            .collect()
+    };
+    match v {
+        Value::Array(items) if items.iter().all(Value::is_array) && !items.is_empty() => {
+            let lists: Vec<&Vec<Value>> = items.iter().filter_map(Value::as_array).collect();
+            let mut batch = lists.into_iter().map(one).collect::<Result<Vec<_>, _>>()?;
+            Ok(batch.swap_remove(0))
+        }
+        Value::Array(items) if !items.is_empty() => one(items),
+        _ => Err(bad("input_ids must be a non-empty list of token ids".into())),
+    }
 }

@@ -1,0 +1,558 @@
+//! The gateway (`--backend openai`) in front of a real inference engine nobody here wrote:
+//! two llama.cpp `llama-server`s running SmolLM2-135M-Instruct on CPU. Built by
+//! `.ci/llama-server.sh` (cached), which `.ci/run` exports as `SWITCHBOARD_LLAMA_SERVER` /
+//! `SWITCHBOARD_LLAMA_MODEL`:
+//!
+//! ```sh
+//! out=$(bash .ci/llama-server.sh)
+//! SWITCHBOARD_LLAMA_SERVER=$(echo "$out" | tail -2 | head -1) SWITCHBOARD_LLAMA_MODEL=$(echo "$out" | tail -1) \
+//! SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test real_engine
+//! ```
+//!
+//! llama.cpp has `/health` but no `/v1/loads`, `/generate` or `/abort_request`, so these tests
+//! also prove the gateway degrades to what an OpenAI-compatible engine offers: it stops a
+//! generation by closing the upstream connection. The tests share 2 CPU cores with everything
+//! else, so they run one at a time (`SERIAL`) and keep generations short.
+
+mod support;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const MODEL: &str = support::MODEL;
+const TOKENIZER: &str = "assets/tokenizers/smollm2-135m-instruct";
+/// Bound on one python run; a bench_serving run here takes ~10–30 s.
+const PY_TIMEOUT: Duration = Duration::from_secs(240);
+const BENCH_PROMPTS: usize = 48;
+
+/// Two llama-servers and a gateway per test would fight over 2 cores; one test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `(server binary, model)` from the environment, or `None` (after a visible SKIPPED line)
+/// outside CI.
+fn engine() -> Option<(String, String)> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        get("SWITCHBOARD_LLAMA_SERVER"),
+        get("SWITCHBOARD_LLAMA_MODEL"),
+    ) {
+        (Some(s), Some(m)) => Some((s, m)),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI is set but SWITCHBOARD_LLAMA_SERVER / SWITCHBOARD_LLAMA_MODEL are not: \
+             the real-engine tests must run in CI (see .ci/llama-server.sh)"
+        ),
+        _ => {
+            // Straight to stderr: libtest captures eprintln! of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: set SWITCHBOARD_LLAMA_SERVER and SWITCHBOARD_LLAMA_MODEL (see .ci/llama-server.sh)"
+            );
+            None
+        }
+    }
+}
+
+/// The python for the SDK / bench_serving tests, or `None` (after a SKIPPED line) outside CI.
+fn python() -> Option<String> {
+    match std::env::var("SWITCHBOARD_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but SWITCHBOARD_PYTHON is not (see .ci/python-env.sh)")
+        }
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)"
+            );
+            None
+        }
+    }
+}
+
+/// One `llama-server` process, killed when dropped.
+struct Llama {
+    child: Option<Child>,
+    url: String,
+}
+
+impl Llama {
+    async fn start(server: &str, model: &str) -> Llama {
+        let port = support::free_port();
+        let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
+        let out = || {
+            if quiet {
+                Stdio::null()
+            } else {
+                Stdio::inherit()
+            }
+        };
+        let port_s = port.to_string();
+        // -c 4096 over --parallel 4 slots; -t 1: one thread per server, two servers on 2 cores.
+        let child = Command::new(server)
+            .args(["--host", "127.0.0.1", "--port", &port_s, "-m", model])
+            .args(["-c", "4096", "--parallel", "4", "-t", "1", "--metrics"])
+            .args(["--alias", MODEL, "--jinja"])
+            .stdin(Stdio::null())
+            .stdout(out())
+            .stderr(out())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {server}: {e}"));
+        let llama = Llama {
+            child: Some(child),
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        // /health is 503 while the model loads (~1 s idle, longer on a busy machine).
+        wait_ok(&format!("{}/health", llama.url), Duration::from_secs(60)).await;
+        llama
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `llamacpp:requests_processing`: slots busy generating.
+    async fn processing(&self) -> f64 {
+        let text = support::metrics_text(&self.url).await;
+        support::metric(&text, "llamacpp:requests_processing").unwrap_or_else(|| {
+            panic!(
+                "no llamacpp:requests_processing in {}/metrics:\n{text}",
+                self.url
+            )
+        })
+    }
+}
+
+impl Drop for Llama {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn wait_ok(url: &str, limit: Duration) {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(r) = client.get(url).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{url} did not answer 200 within {limit:?}");
+}
+
+/// Two llama-servers and the gateway in front of them, ready.
+struct Stack {
+    llamas: [Llama; 2],
+    gw: support::Proc,
+}
+
+async fn stack(server: &str, model: &str) -> Stack {
+    let llamas = [
+        Llama::start(server, model).await,
+        Llama::start(server, model).await,
+    ];
+    let tokenizer = support::repo_path(TOKENIZER);
+    let mut args = vec![
+        "--backend",
+        "openai",
+        "--model-path",
+        &tokenizer,
+        "--served-model-name",
+        MODEL,
+        "--worker-urls",
+    ];
+    args.extend(llamas.iter().map(|l| l.url.as_str()));
+    // Workers passed as flags (the harness's `workers` take simulator handles only), so the
+    // harness waits for /health and we wait for /readiness: a worker passed its health check.
+    let gw = support::gateway(&[], &args).await;
+    wait_ok(&format!("{}/readiness", gw.url), Duration::from_secs(20)).await;
+    Stack { llamas, gw }
+}
+
+/// The gateway's in-flight requests summed over its workers.
+async fn gateway_in_flight(gw: &str) -> f64 {
+    support::metric_sum(
+        &support::metrics_text(gw).await,
+        "switchboard_worker_in_flight_requests",
+    )
+}
+
+fn temp_file(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("switchboard-real-{}-{n}-{tag}", std::process::id()))
+}
+
+/// Runs `python script args…` with a deadline and returns the JSON summary (its last stdout
+/// line). Output goes to files, not pipes, so a chatty failure cannot block it.
+async fn run_py(python: &str, script: &str, args: Vec<String>) -> Value {
+    let (python, script) = (python.to_owned(), support::repo_path(script));
+    tokio::task::spawn_blocking(move || {
+        let (out_path, err_path) = (temp_file("stdout"), temp_file("stderr"));
+        let out = std::fs::File::create(&out_path).expect("create stdout file");
+        let err = std::fs::File::create(&err_path).expect("create stderr file");
+        let mut child = Command::new(&python)
+            .arg(&script)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {python}: {e}"));
+        let deadline = Instant::now() + PY_TIMEOUT;
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait for python") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(&err_path);
+        if !status.is_some_and(|s| s.success()) {
+            let tail: Vec<&str> = stderr.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let what = status.map_or_else(
+                || format!("timed out after {PY_TIMEOUT:?}"),
+                |s| s.to_string(),
+            );
+            panic!(
+                "{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}",
+                tail.join("\n")
+            );
+        }
+        let line = stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("{script} {args:?}: no output"));
+        let _ = writeln!(
+            std::io::stderr(),
+            "{} {line}",
+            script.rsplit('/').next().unwrap_or(&script)
+        );
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
+    })
+    .await
+    .expect("python runner thread")
+}
+
+/// A streamed chat request that runs long unless stopped (`ignore_eos`, llama.cpp's field).
+fn long_chat(max_tokens: u32) -> Value {
+    json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Tell me a very long story about the sea."}],
+        "max_tokens": max_tokens,
+        "ignore_eos": true,
+        "temperature": 0,
+        "stream": true,
+    })
+}
+
+#[tokio::test]
+async fn openai_sdk_through_gateway() {
+    let Some((server, model)) = engine() else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    let _serial = SERIAL.lock().await;
+    let s = stack(&server, &model).await;
+    let r = run_py(
+        &py,
+        "tests/python/real_engine_check.py",
+        vec![
+            s.gw.url.clone(),
+            MODEL.into(),
+            support::repo_path(TOKENIZER),
+        ],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    // Usage seen by the gateway matches what the engine billed: its counters move.
+    let text = support::metrics_text(&s.gw.url).await;
+    assert!(
+        support::metric_sum(&text, "switchboard_completion_tokens_total") > 0.0,
+        "no completion tokens counted:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn bench_serving_through_gateway() {
+    let Some((server, model)) = engine() else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    let _serial = SERIAL.lock().await;
+    let s = stack(&server, &model).await;
+    for backend in ["sglang-oai-chat", "sglang-oai"] {
+        let args = [
+            "--base-url",
+            &s.gw.url,
+            "--backend",
+            backend,
+            "--dataset-name",
+            "random-ids",
+            "--num-prompts",
+            &BENCH_PROMPTS.to_string(),
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "32",
+            "--max-concurrency",
+            "4",
+        ]
+        .map(String::from)
+        .to_vec();
+        // The wrapper already exits non-zero on failures, a short count or a retokenized
+        // mismatch; the asserts say which in the test's words.
+        let r = run_py(&py, "tests/python/bench_serving.py", args).await;
+        assert_eq!(r["failed"], 0, "{backend}: failed requests: {r}");
+        assert_eq!(r["completed"], BENCH_PROMPTS, "{backend}: completed: {r}");
+        assert_eq!(
+            r["total_output_tokens_retokenized"], r["total_output_tokens"],
+            "{backend}: retokenized != generated: {r}"
+        );
+    }
+    support::eventually("gateway in-flight back to 0 after bench", || async {
+        gateway_in_flight(&s.gw.url).await == 0.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn client_disconnect_stops_the_engine() {
+    let Some((server, model)) = engine() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let s = stack(&server, &model).await;
+    let client = support::client();
+    let chat = format!("{}/v1/chat/completions", s.gw.url);
+    let busy = || async {
+        let (a, b) = (
+            s.llamas[0].processing().await,
+            s.llamas[1].processing().await,
+        );
+        a + b
+    };
+
+    // Streaming: read a few chunks, then hang up. 900 tokens would keep the engine busy for
+    // >10 s (and fit a slot: -c 4096 over 4 slots is 1024 tokens each).
+    let mut resp = client
+        .post(&chat)
+        .json(&long_chat(900))
+        .send()
+        .await
+        .expect("stream request");
+    assert_eq!(resp.status(), 200);
+    let mut seen = String::new();
+    while seen.matches("data: ").count() < 4 {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), resp.chunk())
+            .await
+            .expect("no chunk within 30 s")
+            .expect("stream chunk")
+            .expect("stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(busy().await, 1.0, "engine not generating while we stream");
+    let hung_up = Instant::now();
+    drop(resp);
+    support::eventually("llama.cpp slot released after the client left", || async {
+        busy().await == 0.0
+    })
+    .await;
+    let _ = writeln!(
+        std::io::stderr(),
+        "stream disconnect: engine slot free after {:?}",
+        hung_up.elapsed()
+    );
+    support::eventually("gateway in-flight back to 0", || async {
+        gateway_in_flight(&s.gw.url).await == 0.0
+    })
+    .await;
+
+    // Non-streaming: the client times out; the gateway must drop the upstream request too.
+    let mut body = long_chat(900);
+    body["stream"] = json!(false);
+    let err = client
+        .post(&chat)
+        .json(&body)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .expect_err("a 900-token answer cannot arrive in 2 s");
+    assert!(err.is_timeout(), "{err}");
+    let hung_up = Instant::now();
+    support::eventually(
+        "llama.cpp slot released after a non-streaming client left",
+        || async { busy().await == 0.0 },
+    )
+    .await;
+    let _ = writeln!(
+        std::io::stderr(),
+        "non-stream disconnect: engine slot free after {:?}",
+        hung_up.elapsed()
+    );
+    support::eventually("gateway in-flight back to 0", || async {
+        gateway_in_flight(&s.gw.url).await == 0.0
+    })
+    .await;
+    let text = support::metrics_text(&s.gw.url).await;
+    assert!(
+        support::metric_sum(&text, "switchboard_client_aborts_total") >= 2.0,
+        "client aborts not counted:\n{text}"
+    );
+}
+
+/// How one streamed request ended.
+#[derive(Debug)]
+enum End {
+    /// `data: [DONE]` after a finish_reason.
+    Done,
+    /// An SSE error event, no `[DONE]`.
+    ErrorEvent(String),
+    /// An HTTP error status before any stream.
+    Status(u16, String),
+}
+
+async fn stream_to_end(client: reqwest::Client, url: String, body: Value) -> End {
+    let mut resp = client.post(&url).json(&body).send().await.expect("send");
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return End::Status(status, resp.text().await.unwrap_or_default());
+    }
+    let mut text = String::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => text.push_str(&String::from_utf8_lossy(&c)),
+            Ok(None) => break,
+            // A cut connection without an error event is a failure the caller reports.
+            Err(e) => {
+                text.push_str(&format!("\n<transport error: {e}>"));
+                break;
+            }
+        }
+    }
+    let data = support::sse_data(&text);
+    if data.last().map(String::as_str) == Some("[DONE]") {
+        let finished = data
+            .iter()
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .any(|v| v["choices"][0]["finish_reason"].is_string());
+        assert!(finished, "[DONE] without a finish_reason:\n{text}");
+        return End::Done;
+    }
+    match data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("error").is_some())
+    {
+        Some(e) => End::ErrorEvent(e["error"].to_string()),
+        None => panic!("stream ended with neither [DONE] nor an error event:\n{text}"),
+    }
+}
+
+#[tokio::test]
+async fn engine_killed_mid_run() {
+    let Some((server, model)) = engine() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let mut s = stack(&server, &model).await;
+    let client = support::client();
+    let chat = format!("{}/v1/chat/completions", s.gw.url);
+
+    // Four long streams spread over both engines (the policy balances in-flight load).
+    let streams: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(stream_to_end(client.clone(), chat.clone(), long_chat(400))))
+        .collect();
+    // All four under way (so none is still being routed when the kill lands), on both engines.
+    support::eventually("all four streams generating, on both engines", || async {
+        let (a, b) = (
+            s.llamas[0].processing().await,
+            s.llamas[1].processing().await,
+        );
+        a >= 1.0 && b >= 1.0 && a + b == 4.0
+    })
+    .await;
+    let victim = s.llamas[0].processing().await;
+    s.llamas[0].kill();
+    let killed = Instant::now();
+
+    let mut ends = Vec::new();
+    for h in streams {
+        // 400 tokens on the survivor take ~5–15 s on a loaded machine; 90 s means a hang.
+        let end = tokio::time::timeout(Duration::from_secs(90), h)
+            .await
+            .expect("a stream hung after its engine was killed")
+            .expect("stream task");
+        ends.push(end);
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "killed engine had {victim} in flight; ends after {:?}: {ends:?}",
+        killed.elapsed()
+    );
+    let errors = ends.iter().filter(|e| !matches!(e, End::Done)).count();
+    // Streams already under way on the dead engine cannot be retried (bytes went out): each
+    // must end with an error the client can see, the others complete.
+    assert_eq!(errors, victim as usize, "ends: {ends:?}");
+    for e in &ends {
+        match e {
+            End::Status(code, body) => panic!("a stream under way got HTTP {code}: {body}"),
+            End::ErrorEvent(err) => {
+                let err: Value = serde_json::from_str(err).expect("error object");
+                assert!(
+                    err["message"].as_str().is_some_and(|m| !m.is_empty()),
+                    "error event without a message: {err}"
+                );
+            }
+            End::Done => {}
+        }
+    }
+
+    // Later requests all go to the survivor, at once (connect errors are retried before the
+    // first byte, and the health check soon excludes the dead engine).
+    for i in 0..4 {
+        let t = Instant::now();
+        let r = client
+            .post(&chat)
+            .json(&json!({
+                "model": MODEL,
+                "messages": [{"role": "user", "content": format!("Say hello {i}")}],
+                "max_tokens": 8,
+            }))
+            .send()
+            .await
+            .expect("request after the kill");
+        let status = r.status();
+        let body = r.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "request {i} after the kill: {body}");
+        assert!(t.elapsed() < Duration::from_secs(30), "request {i} slow");
+    }
+    support::eventually("gateway in-flight back to 0", || async {
+        gateway_in_flight(&s.gw.url).await == 0.0
+    })
+    .await;
+    support::eventually("dead engine marked unhealthy", || async {
+        let text = support::metrics_text(&s.gw.url).await;
+        support::metric_sum(&text, "switchboard_worker_healthy") == 1.0
+    })
+    .await;
+}
