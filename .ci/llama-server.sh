@@ -75,9 +75,10 @@ else
     [[ -x "$server" ]] || die "build finished but $server is missing"
     # Fail here, not in a test, if the binary cannot run (missing shared libs, illegal instruction).
     "$server" --version >&2 || die "$server does not run"
-    # Sources and object files are ~300 MB; only the binary is needed.
-    find "$cache/lcpp/build" -name '*.o' -delete
-    rm -rf "$cache/dl"
+    # Objects, static libraries, downloads and the build tools are ~400 MB; only the (static)
+    # binary and the model are used from here on.
+    find "$cache/lcpp/build" \( -name '*.o' -o -name '*.a' \) -delete
+    rm -rf "$cache/dl" "$cache/tools"
     touch "$marker"
     echo "llama-server.sh: built in $((SECONDS - start)) s" >&2
 fi

@@ -54,7 +54,10 @@ pub async fn sim(opts: SimOptions) -> Result<(), String> {
         "switchboard sim (simulated SGLang worker) listening on http://{}",
         sim.addr
     );
-    wait(sim.task).await
+    tokio::select! {
+        r = sim.task => r.map_err(|e| e.to_string()),
+        _ = terminate_signal() => Ok(()),
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]

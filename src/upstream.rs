@@ -25,6 +25,8 @@ pub enum UpstreamError {
     Protocol { url: String, reason: String },
     #[error("worker {url} broke off the response: {reason}")]
     Disconnected { url: String, reason: String },
+    #[error("worker {url} closed the connection before answering: {reason}")]
+    NoResponse { url: String, reason: String },
     #[error("the worker aborted the generation: {message}")]
     Aborted {
         message: String,
@@ -38,7 +40,8 @@ impl UpstreamError {
         match self {
             UpstreamError::Connect { .. }
             | UpstreamError::Protocol { .. }
-            | UpstreamError::Disconnected { .. } => StatusCode::BAD_GATEWAY,
+            | UpstreamError::Disconnected { .. }
+            | UpstreamError::NoResponse { .. } => StatusCode::BAD_GATEWAY,
             UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             UpstreamError::Status { status, .. } if status.is_client_error() => *status,
             UpstreamError::Status { status, .. } if *status == StatusCode::SERVICE_UNAVAILABLE => {
@@ -75,6 +78,8 @@ impl UpstreamError {
             | UpstreamError::Timeout { .. }
             | UpstreamError::Protocol { .. }
             | UpstreamError::Disconnected { .. } => true,
+            // Usually a keep-alive race on the worker's side, not a broken worker.
+            UpstreamError::NoResponse { .. } => false,
             UpstreamError::Status { status, .. } => {
                 status.is_server_error() && *status != StatusCode::SERVICE_UNAVAILABLE
             }
@@ -90,6 +95,7 @@ impl UpstreamError {
             UpstreamError::Status { .. } => "status",
             UpstreamError::Protocol { .. } => "protocol",
             UpstreamError::Disconnected { .. } => "disconnected",
+            UpstreamError::NoResponse { .. } => "no_response",
             UpstreamError::Aborted { .. } => "aborted",
         }
     }

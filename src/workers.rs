@@ -18,12 +18,10 @@ pub fn validate_url(url: &str) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
     match uri.scheme_str() {
-        Some("http") | Some("https") => {}
-        _ => {
-            return Err(format!(
-                "worker URL `{url}` must start with http:// or https://"
-            ))
-        }
+        Some("http") => {}
+        // Workers sit next to the gateway on a private network; no TLS client is built in.
+        Some("https") => return Err(format!("worker URL `{url}`: https workers are not supported (no TLS client built in); use http://")),
+        _ => return Err(format!("worker URL `{url}` must start with http://")),
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("worker URL `{url}` has no host"));
@@ -42,7 +40,10 @@ mod tests {
     #[test]
     fn url_validation() {
         assert!(super::validate_url("http://127.0.0.1:30001").is_ok());
-        assert!(super::validate_url("https://worker.local").is_ok());
+        assert!(super::validate_url("http://worker.local").is_ok());
+        assert!(super::validate_url("https://worker.local")
+            .unwrap_err()
+            .contains("not supported"));
         for bad in [
             "ftp://x",
             "127.0.0.1:80",

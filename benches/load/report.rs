@@ -49,8 +49,12 @@ impl Phase {
     pub fn chunks_s(&self) -> f64 {
         self.chunks as f64 / self.secs
     }
+    /// None when nothing finished in the window (the memory scenario's streams outlive it).
     pub fn cpu_us_per_req(&self) -> Option<f64> {
-        Some(self.server_cpu_s? * 1e6 / self.requests.max(1) as f64)
+        (self.requests > 0).then(|| self.server_cpu_s.map(|s| s * 1e6 / self.requests as f64))?
+    }
+    pub fn gen_us_per_req(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.gen_cpu_s * 1e6 / self.requests as f64)
     }
     pub fn kib_per_stream(&self) -> Option<f64> {
         let grew = self.server_rss_kib? as f64 - self.server_rss_idle_kib? as f64;
@@ -78,7 +82,7 @@ impl Phase {
             "server_kib_per_stream": self.kib_per_stream(),
             "sims_cpu_cores": self.sims_cpu_s / self.secs,
             "generator_cpu_cores": self.gen_cpu_s / self.secs,
-            "generator_cpu_us_per_request": self.gen_cpu_s * 1e6 / self.requests.max(1) as f64,
+            "generator_cpu_us_per_request": self.gen_us_per_req(),
             "first_errors": self.first_errors,
         })
     }
@@ -132,9 +136,7 @@ pub fn print_table(phases: &[Phase]) {
         ("server KiB/stream", 1, |p| p.kib_per_stream()),
         ("sims CPU cores", 3, |p| Some(p.sims_cpu_s / p.secs)),
         ("generator CPU cores", 3, |p| Some(p.gen_cpu_s / p.secs)),
-        ("generator CPU µs/request", 1, |p| {
-            Some(p.gen_cpu_s * 1e6 / p.requests.max(1) as f64)
-        }),
+        ("generator CPU µs/request", 1, |p| p.gen_us_per_req()),
     ];
     for (name, digits, get) in rows {
         let mut line = format!("{name:<26}");

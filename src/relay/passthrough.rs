@@ -47,29 +47,8 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         metrics,
         timer,
     } = f;
-    let resp = match client.post_json(guard.worker(), path, body).await {
-        Ok(r) => r,
-        Err(e) => {
-            // Refused or unreachable: the worker is not generating, nothing to abort.
-            guard.outcome(e.is_worker_fault());
-            if let Some(mut a) = abort {
-                a.disarm();
-            }
-            metrics.upstream_error(e.metric_label());
-            return Err(e.into());
-        }
-    };
-    metrics.stage(
-        Stage::UpstreamHeaders,
-        timer.started().elapsed().as_secs_f64(),
-    );
-    let status = resp.status();
-    let content_type = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .cloned()
-        .unwrap_or(HeaderValue::from_static("application/json"));
-    let streaming = content_type.as_bytes().starts_with(b"text/event-stream");
+    // The watch exists before the request goes out, so a client that leaves while we wait for
+    // the worker's headers is counted (and the worker's request aborted) like any other.
     let mut watch = Watch {
         guard,
         abort,
@@ -80,6 +59,29 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         deadlines,
         done: false,
     };
+    let url = watch.guard.worker().url.clone();
+    let send = client.post_json(watch.guard.worker(), path, body);
+    let sent = match watch.deadlines.next_wait(false) {
+        (Some(limit), what) => tokio::time::timeout(limit, send)
+            .await
+            .unwrap_or_else(|_| Err(UpstreamError::Timeout { url, stage: what })),
+        (None, _) => send.await,
+    };
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => return Err(watch.hand_back(e)),
+    };
+    watch.metrics.stage(
+        Stage::UpstreamHeaders,
+        watch.timer.started().elapsed().as_secs_f64(),
+    );
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("application/json"));
+    let streaming = content_type.as_bytes().starts_with(b"text/event-stream");
     if !streaming {
         let collected = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
@@ -87,12 +89,11 @@ pub async fn forward(f: Forward) -> Result<Response, GatewayError> {
         let bytes = match collected {
             Ok(b) => b.to_bytes(),
             Err(e) => {
-                let err = UpstreamError::Disconnected {
-                    url: watch.guard.worker().url.clone(),
+                let url = watch.guard.worker().url.clone();
+                return Err(watch.hand_back(UpstreamError::Disconnected {
+                    url,
                     reason: e.to_string(),
-                };
-                watch.metrics.upstream_error(err.metric_label());
-                return Err(err.into());
+                }));
             }
         };
         watch.observer.whole(&bytes);
@@ -174,6 +175,20 @@ struct Watch {
 }
 
 impl Watch {
+    /// A failure before any byte reached the client, returned to the caller (which counts it
+    /// and may retry): the worker's request is aborted unless it provably never started.
+    fn hand_back(&mut self, e: UpstreamError) -> GatewayError {
+        self.guard.outcome(e.is_worker_fault());
+        if crate::relay::generation::leg::not_started(&e) {
+            if let Some(a) = self.abort.as_mut() {
+                a.disarm();
+            }
+        }
+        self.metrics.upstream_error(e.metric_label());
+        self.done = true;
+        e.into()
+    }
+
     /// Ends a stream that broke or timed out: counted, and told to the client as an SSE error
     /// event (no `[DONE]` follows). The worker's request stays armed for abort.
     fn fail(&mut self, err: UpstreamError) -> Bytes {

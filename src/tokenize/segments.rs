@@ -23,8 +23,9 @@ use super::TokenizeError;
 
 /// Tokens the cache may hold (about 4 bytes each, plus the map's overhead).
 const CACHE_BUDGET_TOKENS: usize = 2 * 1024 * 1024;
-/// Segments shorter than this are encoded directly: hashing would cost as much as encoding.
-const MIN_CACHED_BYTES: usize = 64;
+/// Segments shorter than this are encoded with their neighbours in one plain call: caching them
+/// would cost more than it saves.
+const MIN_CACHED_BYTES: usize = 256;
 /// Target chunk size for long segments.
 const CHUNK_BYTES: usize = 512;
 
@@ -84,29 +85,70 @@ impl Segmenter {
         }
     }
 
-    /// Ids of `text`, segment by segment; `encode` does one segment without special tokens.
+    /// Ids of `text`. Long segments (text between special tokens) are cut into chunks and served
+    /// from the cache; everything else (special tokens and the short text around them) is
+    /// encoded in as few plain calls as possible, since each call has a fixed cost.
     pub fn encode(&self, text: &str, encode: Encode<'_>) -> Result<Vec<u32>, TokenizeError> {
         let mut ids = Vec::with_capacity(text.len() / 3);
         let bytes = text.as_bytes();
-        let (mut start, mut i) = (0, 0);
+        // `plain_from`: start of the region not yet encoded; `seg_from`: start of the current segment.
+        let (mut plain_from, mut seg_from, mut i) = (0, 0, 0);
         while i < bytes.len() {
             if self.first_bytes[bytes[i] as usize] {
-                let found = self
+                if let Some((s, _)) = self
                     .specials
                     .iter()
-                    .find(|(s, _)| bytes[i..].starts_with(s.as_bytes()));
-                if let Some((s, id)) = found {
-                    self.push_text(&text[start..i], &mut ids, encode)?;
-                    ids.push(*id);
+                    .find(|(s, _)| bytes[i..].starts_with(s.as_bytes()))
+                {
+                    self.segment(
+                        text,
+                        plain_from..seg_from,
+                        seg_from..i,
+                        &mut plain_from,
+                        &mut ids,
+                        encode,
+                    )?;
                     i += s.len();
-                    start = i;
+                    seg_from = i;
                     continue;
                 }
             }
             i += 1;
         }
-        self.push_text(&text[start..], &mut ids, encode)?;
+        self.segment(
+            text,
+            plain_from..seg_from,
+            seg_from..text.len(),
+            &mut plain_from,
+            &mut ids,
+            encode,
+        )?;
+        if plain_from < text.len() {
+            ids.extend(encode(&text[plain_from..])?);
+        }
         Ok(ids)
+    }
+
+    /// A segment ended: if it is long, flush the plain region before it and take the segment
+    /// from the cache; if short, leave it in the plain region.
+    fn segment(
+        &self,
+        text: &str,
+        before: std::ops::Range<usize>,
+        seg: std::ops::Range<usize>,
+        plain_from: &mut usize,
+        ids: &mut Vec<u32>,
+        encode: Encode<'_>,
+    ) -> Result<(), TokenizeError> {
+        if seg.len() < MIN_CACHED_BYTES {
+            return Ok(());
+        }
+        if !before.is_empty() {
+            ids.extend(encode(&text[before])?);
+        }
+        self.push_text(&text[seg.clone()], ids, encode)?;
+        *plain_from = seg.end;
+        Ok(())
     }
 
     fn push_text(
@@ -133,10 +175,6 @@ impl Segmenter {
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
         if seg.is_empty() {
-            return Ok(());
-        }
-        if seg.len() < MIN_CACHED_BYTES {
-            ids.extend(encode(seg)?);
             return Ok(());
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -222,20 +260,33 @@ mod tests {
     }
 
     #[test]
-    fn splits_at_specials_and_caches() {
+    fn caches_long_segments_and_batches_the_rest() {
         let seg = Segmenter::new(vec![("<s>".into(), 1), ("<|x|>".into(), 2)]);
-        let calls = std::cell::Cell::new(0);
+        let calls = std::cell::RefCell::new(Vec::new());
         let enc = |t: &str| {
-            calls.set(calls.get() + 1);
+            calls.borrow_mut().push(t.len());
             bytewise(t)
         };
-        let long = "a".repeat(100);
-        let text = format!("<s>{long}<|x|>b");
+        let long = "a".repeat(300);
+        let text = format!("<s>{long}<|x|>b<s>c");
         let ids = seg.encode(&text, &enc).unwrap();
-        assert_eq!((ids[0], ids[101], ids.len()), (1, 2, 103));
-        assert_eq!(calls.get(), 2);
+        assert_eq!(ids, bytewise(&text).unwrap(), "same ids as one plain call");
+        // "<s>" before the long segment, the long segment, then everything after in one call.
+        assert_eq!(*calls.borrow(), vec![3, 300, 10]);
+        calls.borrow_mut().clear();
         seg.encode(&text, &enc).unwrap();
-        assert_eq!(calls.get(), 3, "the long segment came from the cache");
+        assert_eq!(
+            *calls.borrow(),
+            vec![3, 10],
+            "the long segment came from the cache"
+        );
+        calls.borrow_mut().clear();
+        seg.encode("<s>short<|x|>", &enc).unwrap();
+        assert_eq!(
+            *calls.borrow(),
+            vec![13],
+            "short prompts are one plain call"
+        );
     }
 
     #[test]

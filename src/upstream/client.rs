@@ -110,15 +110,16 @@ impl Client {
     }
 }
 
-/// Only a failure to connect proves the worker never saw the request; a connection that broke
-/// after the request went out may have started a generation.
+/// Only a failure to connect proves the worker never saw the request. A connection that broke
+/// after the request went out but before any response (typically a pooled keep-alive
+/// connection the worker had just closed) may or may not have started a generation.
 fn request_error(worker: &Worker, e: &hyper_util::client::legacy::Error) -> UpstreamError {
     let url = worker.url.clone();
     let reason = error_chain(e);
     if e.is_connect() {
         UpstreamError::Connect { url, reason }
     } else {
-        UpstreamError::Disconnected { url, reason }
+        UpstreamError::NoResponse { url, reason }
     }
 }
 

@@ -96,6 +96,9 @@ impl GenerateStream {
                 }
                 Ok(Some(ev)) => {
                     if let Some(delta) = self.decode(&ev.data)? {
+                        if self.finished && !self.stopped_here {
+                            self.drain().await;
+                        }
                         return Ok(Some(delta));
                     }
                     continue;
@@ -124,6 +127,15 @@ impl GenerateStream {
                 }
             }
         }
+    }
+
+    /// Reads the rest of a finished response (`[DONE]` and the end of the body): hyper returns
+    /// a connection to its pool only once the body was read to its end, and without that every
+    /// request would open a new TCP connection to the worker.
+    async fn drain(&mut self) {
+        let rest = async { while let Some(Ok(_)) = self.body.frame().await {} };
+        // The worker ends the body right after `[DONE]`; don't wait on one that doesn't.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), rest).await;
     }
 
     fn decode(&mut self, data: &[u8]) -> Result<Option<Delta>, UpstreamError> {

@@ -27,7 +27,6 @@ pub struct Worker {
     pub url: String,
     /// Parsed once so building a request URI is a concatenation.
     authority: String,
-    scheme: &'static str,
     healthy: AtomicBool,
     pub breaker: Breaker,
     in_flight: AtomicUsize,
@@ -43,17 +42,11 @@ impl Worker {
         super::validate_url(url)?;
         let url = url.trim_end_matches('/').to_owned();
         let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
-        let scheme = if uri.scheme_str() == Some("https") {
-            "https"
-        } else {
-            "http"
-        };
         let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
         Ok(Worker {
             id,
             url,
             authority,
-            scheme,
             // Unknown until the first health check answers.
             healthy: AtomicBool::new(false),
             breaker: Breaker::default(),
@@ -67,7 +60,7 @@ impl Worker {
 
     pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
         Uri::builder()
-            .scheme(self.scheme)
+            .scheme("http")
             .authority(self.authority.as_str())
             .path_and_query(path)
             .build()

@@ -45,6 +45,14 @@ pub fn not_started(e: &UpstreamError) -> bool {
     }
 }
 
+/// Whether the request may be sent to another worker: it provably did not start, or the
+/// connection broke before any answer. In the latter case the first worker is told to abort
+/// the rid (and an OpenAI-compatible worker stops when its connection closes), so the
+/// generation still runs only once.
+pub fn retryable(e: &UpstreamError) -> bool {
+    not_started(e) || matches!(e, UpstreamError::NoResponse { .. })
+}
+
 /// Opens a leg on the best worker not in `tried`, returning it with its first chunk.
 pub async fn open(
     app: &Arc<AppState>,
@@ -116,10 +124,11 @@ pub async fn open(
             Err(e) => {
                 guard.outcome(e.is_worker_fault());
                 app.metrics.upstream_error(e.metric_label());
-                let retry = not_started(&e);
-                if retry {
-                    abort.disarm();
-                } else {
+                let retry = retryable(&e);
+                if not_started(&e) {
+                    abort.disarm(); // in doubt, the armed abort goes out when `abort` drops
+                }
+                if !retry {
                     guard.prefill_done();
                 }
                 if !retry || attempt >= cfg.max_retries {

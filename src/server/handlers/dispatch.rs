@@ -168,7 +168,7 @@ pub async fn forward(app: &Arc<AppState>, spec: ForwardSpec<'_>) -> Result<Respo
         match result {
             Ok(resp) => return Ok(with_request_id(resp, spec.rid)),
             Err(GatewayError::Upstream(e))
-                if leg::not_started(&e) && attempt < app.config.reliability.max_retries =>
+                if leg::retryable(&e) && attempt < app.config.reliability.max_retries =>
             {
                 attempt += 1;
                 app.metrics.retries.inc();
