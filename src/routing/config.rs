@@ -69,7 +69,7 @@ pub struct RoutingConfig {
     #[arg(long, default_value_t = 1.0)]
     pub prefill_weight: f64,
     /// prefix_cost: prefill-token equivalent of each request decoding on the worker.
-    #[arg(long, default_value_t = 256.0)]
+    #[arg(long, default_value_t = 128.0)]
     pub decode_weight: f64,
 }
 
@@ -86,7 +86,7 @@ impl Default for RoutingConfig {
             max_tree_size: None,
             hash_load_factor: 1.25,
             prefill_weight: 1.0,
-            decode_weight: 256.0,
+            decode_weight: 128.0,
         }
     }
 }

@@ -13,16 +13,17 @@
 //! gateway's own booking (current, but counts whole prompts) and the engine's polled figure
 //! (knows its cache, but is up to one poll old). Decode load likewise.
 //!
-//! Why `--decode-weight` 256 with `--prefill-weight` 1: moving a request off the worker that has
+//! Why `--decode-weight` 128 with `--prefill-weight` 1: moving a request off the worker that has
 //! its 2,048-token system prompt cached costs 2,048 tokens of prefill elsewhere, which also
 //! stalls that worker's decode batch while it runs. Each request already decoding on a worker
-//! slows every step there (longer batch, more KV to read) for its whole output, worth a few
-//! hundred prefill tokens on SGLang-class engines. At 256, a cached prefix of 2,048 tokens
-//! outweighs an 8-request in-flight gap: stable enough that a group stays put under ordinary
-//! jitter (≥ 85 % of the ideal cached tokens in the shared-prefix test below), but a hot
-//! group's worker sheds load once it runs 8 requests ahead, so a Zipf-skewed workload stays
-//! within 2× between the busiest and idlest worker. A spilled request's prompt is indexed on
-//! its new worker, so a hot prefix ends up replicated on as many workers as its load needs.
+//! slows every step there (longer batch, more KV to read) for its whole output, worth a hundred
+//! or so prefill tokens on SGLang-class engines. At 128, a cached prefix of 2,048 tokens
+//! outweighs a 16-request in-flight gap: a group stays put under ordinary jitter (256 gave 84 %
+//! cached against cache_aware's 88 % in `benches/routing_quality.py`'s bench_serving run, with
+//! 32 clients on 4 workers the gap of 8 was often reached), but a hot group's worker still sheds
+//! load once it runs 16 requests ahead, so a Zipf-skewed workload stays within 2× between the
+//! busiest and idlest worker. A spilled request's prompt is indexed on its new worker, so a hot
+//! prefix ends up replicated on as many workers as its load needs.
 //! Raise `--decode-weight` to balance harder, lower it to stick harder; scale it with the
 //! shared prefix length (weight ≈ shared tokens ÷ tolerated in-flight gap).
 
