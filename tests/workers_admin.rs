@@ -235,3 +235,27 @@ async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
         assert_eq!(chat(&gw.url, i).await, Ok(200));
     }
 }
+
+/// The engine's own load (`/v1/loads`) is polled and shown per worker, including requests the
+/// gateway did not send.
+#[tokio::test]
+async fn engine_load_is_polled_from_the_worker() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let gw = support::gateway(&[&sim], &["--load-poll-interval-ms", "100"]).await;
+    let mut direct = support::client()
+        .post(format!("{}/generate", sim.url))
+        .json(&json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 500}, "stream": true}))
+        .send()
+        .await
+        .expect("direct request");
+    direct.chunk().await.expect("first chunk");
+    let url = gw.url.clone();
+    support::eventually("the gateway sees the worker's running request", || {
+        let url = url.clone();
+        async move {
+            let v: Value = workers(&url, None).await.json().await.expect("json");
+            v["workers"][0]["engine_load"]["running_requests"] == 1
+        }
+    })
+    .await;
+}

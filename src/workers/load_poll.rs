@@ -1,13 +1,15 @@
 //! Polling each worker's own load report: SGLang's `/v1/loads` (0.5.x), falling back to the
-//! deprecated `/get_load` list; engines with neither (llama.cpp, vLLM) keep zeros and are
-//! routed on the gateway's own bookings alone.
+//! deprecated `/get_load` list, then to Prometheus gauges on `/metrics` (SGLang's or
+//! llama.cpp's); engines with none of them keep zeros and are routed on the gateway's own
+//! bookings alone.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{EngineLoad, Registry, Worker};
+use super::{EngineLoad, Registry, Worker, WorkerId};
 use crate::upstream::Client;
 
 #[derive(Deserialize)]
@@ -68,17 +70,74 @@ pub fn parse(v1_loads: Option<&[u8]>, get_load: Option<&[u8]>) -> Option<EngineL
     )
 }
 
-async fn poll_one(client: &Client, worker: &Worker, timeout: Duration) -> Option<EngineLoad> {
-    let ok = |r: Result<(axum::http::StatusCode, bytes::Bytes), _>| {
-        r.ok().filter(|(s, _)| s.is_success()).map(|(_, b)| b)
+/// Where a worker's load report comes from; found once, then remembered (like SMG memoises its
+/// 404s), so a worker without `/v1/loads` is not asked for it four times a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    V1Loads,
+    GetLoad,
+    Metrics,
+    None,
+}
+
+/// Prometheus gauges that say the same: SGLang's own, or llama.cpp's.
+pub fn parse_metrics(text: &str) -> Option<EngineLoad> {
+    let sum = |names: &[&str]| -> Option<f64> {
+        let mut found = None;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            if names.contains(&&line[..name_end]) {
+                let v: f64 = line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0.0);
+                found = Some(found.unwrap_or(0.0) + v);
+            }
+        }
+        found
     };
-    if let Some(body) = ok(client.get(worker, "/v1/loads", timeout).await) {
-        if let Some(load) = parse(Some(&body), None) {
-            return Some(load);
+    let running = sum(&["sglang:num_running_reqs", "llamacpp:requests_processing"])?;
+    let waiting = sum(&["sglang:num_queue_reqs", "llamacpp:requests_deferred"]).unwrap_or(0.0);
+    Some(EngineLoad {
+        running_requests: running as u64,
+        waiting_requests: waiting as u64,
+        waiting_uncached_tokens: 0,
+    })
+}
+
+async fn poll(
+    client: &Client,
+    worker: &Worker,
+    source: Source,
+    timeout: Duration,
+) -> Option<EngineLoad> {
+    let body = |path: &'static str| async move {
+        match client.get(worker, path, timeout).await {
+            Ok((status, body)) if status.is_success() => Some(body),
+            _ => None,
+        }
+    };
+    match source {
+        Source::V1Loads => parse(Some(&body("/v1/loads").await?), None),
+        Source::GetLoad => parse(None, Some(&body("/get_load").await?)),
+        Source::Metrics => parse_metrics(std::str::from_utf8(&body("/metrics").await?).ok()?),
+        Source::None => None,
+    }
+}
+
+/// Tries each source in turn; `None` when the worker reports its load nowhere.
+async fn discover(
+    client: &Client,
+    worker: &Worker,
+    timeout: Duration,
+) -> (Source, Option<EngineLoad>) {
+    for source in [Source::V1Loads, Source::GetLoad, Source::Metrics] {
+        if let Some(load) = poll(client, worker, source, timeout).await {
+            return (source, Some(load));
         }
     }
-    let body = ok(client.get(worker, "/get_load", timeout).await)?;
-    parse(None, Some(&body))
+    (Source::None, None)
 }
 
 pub fn spawn(
@@ -87,20 +146,41 @@ pub fn spawn(
     interval: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let mut sources: HashMap<WorkerId, (Source, u32)> = HashMap::new();
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let timeout = interval.max(Duration::from_millis(200));
         loop {
             tick.tick().await;
-            for w in registry.snapshot().iter().filter(|w| w.is_healthy()) {
-                if let Some(load) =
-                    poll_one(&client, w, interval.max(Duration::from_millis(200))).await
-                {
+            let workers = registry.snapshot();
+            sources.retain(|id, _| workers.iter().any(|w| w.id == *id));
+            for w in workers.iter().filter(|w| w.is_healthy()) {
+                let (source, misses) = sources
+                    .get(&w.id)
+                    .copied()
+                    .unwrap_or((Source::None, REDISCOVER_AFTER));
+                let load = if misses >= REDISCOVER_AFTER {
+                    let (found, load) = discover(&client, w, timeout).await;
+                    sources.insert(w.id, (found, 0));
+                    load
+                } else {
+                    let load = poll(&client, w, source, timeout).await;
+                    // A source that stops answering (worker restarted as another version) is
+                    // looked for again after a few misses.
+                    let misses = if load.is_some() { 0 } else { misses + 1 };
+                    sources.insert(w.id, (source, misses));
+                    load
+                };
+                if let Some(load) = load {
                     w.set_engine_load(load);
                 }
             }
         }
     })
 }
+
+/// Failed polls (or polls of a worker with no source) before the sources are tried again.
+const REDISCOVER_AFTER: u32 = 40;
 
 #[cfg(test)]
 mod tests {
@@ -127,5 +207,28 @@ mod tests {
             })
         );
         assert_eq!(parse(Some(b"<html>"), Some(b"{}")), None);
+    }
+
+    #[test]
+    fn reads_prometheus_gauges_of_sglang_and_llama_cpp() {
+        let sglang = "# HELP x\nsglang:num_running_reqs{dp_rank=\"0\"} 3\nsglang:num_running_reqs{dp_rank=\"1\"} 2\nsglang:num_queue_reqs 4\n";
+        assert_eq!(
+            parse_metrics(sglang),
+            Some(EngineLoad {
+                running_requests: 5,
+                waiting_requests: 4,
+                waiting_uncached_tokens: 0
+            })
+        );
+        let llama = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n";
+        assert_eq!(
+            parse_metrics(llama),
+            Some(EngineLoad {
+                running_requests: 2,
+                waiting_requests: 1,
+                waiting_uncached_tokens: 0
+            })
+        );
+        assert_eq!(parse_metrics("other_metric 1\n"), None);
     }
 }
