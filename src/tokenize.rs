@@ -320,10 +320,6 @@ impl Tokenizer {
         self.inner.special_ids.binary_search(&id).is_ok()
     }
 
-    pub fn has_chat_template(&self) -> bool {
-        self.inner.template.is_some()
-    }
-
     /// How message `content` lists are passed to this template.
     pub fn content_format(&self) -> Option<ContentFormat> {
         self.inner

@@ -27,7 +27,6 @@ struct Core {
     engine: Engine,
     subscribers: HashMap<RequestId, Subscriber>,
     next_id: u64,
-    steps: u64,
 }
 
 pub struct Driver {
@@ -60,7 +59,6 @@ impl Driver {
             engine,
             subscribers: HashMap::new(),
             next_id: 0,
-            steps: 0,
         };
         let driver = Arc::new(Driver {
             core: Mutex::new(core),
@@ -131,10 +129,6 @@ impl Driver {
         self.lock().engine.flush_cache()
     }
 
-    pub fn steps(&self) -> u64 {
-        self.lock().steps
-    }
-
     async fn run(self: Arc<Self>) {
         let mut clock = Instant::now();
         let mut since_yield = 0u32;
@@ -168,7 +162,6 @@ impl Driver {
 
     fn deliver(&self, events: Vec<Event>) {
         let mut core = self.lock();
-        core.steps += 1;
         for ev in events {
             let (id, progress) = match ev {
                 Event::Started { id, cached_tokens } => (id, Progress::Started { cached_tokens }),

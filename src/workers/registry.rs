@@ -62,10 +62,6 @@ impl Registry {
     pub fn ids(&self) -> Vec<WorkerId> {
         self.snapshot().iter().map(|w| w.id).collect()
     }
-
-    pub fn any_available(&self) -> bool {
-        self.snapshot().iter().any(|w| w.is_available())
-    }
 }
 
 #[cfg(test)]
