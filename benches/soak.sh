@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Soak: 500 concurrent streams through the gateway for SOAK_SECS (default 600) with 1 % of worker
+# requests answered 500 (simulator fault knob); samples the gateway's RSS and in-flight gauge
+# every 30 s, then checks that nothing is left in flight. Everything on 127.0.0.1.
+#   cargo build --release && bash benches/soak.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+secs=${SOAK_SECS:-600}
+bin=target/release/switchboard
+out=${SOAK_OUT:-$(mktemp -d)}
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+p1=$(port); p2=$(port); pg=$(port)
+"$bin" sim --port "$p1" --time-scale 0.5 --fault-error-rate 0.01 >"$out/sim1.log" 2>&1 & pids+=($!)
+"$bin" sim --port "$p2" --time-scale 0.5 --fault-error-rate 0.01 >"$out/sim2.log" 2>&1 & pids+=($!)
+sleep 1
+"$bin" serve --port "$pg" --worker-urls "http://127.0.0.1:$p1" "http://127.0.0.1:$p2" --log-level warn >"$out/gw.log" 2>&1 & gw=$!
+pids+=("$gw")
+sleep 3
+inflight() { curl -s "127.0.0.1:$pg/metrics" | awk '/^switchboard_worker_in_flight_requests/ {s+=$2} END {print s+0}'; }
+( for _ in $(seq 0 $((secs / 30 + 1))); do
+    echo "$(date +%s) rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)"
+    sleep 30
+  done ) >"$out/rss.log" & pids+=($!)
+cargo bench --bench load -- --target "http://127.0.0.1:$pg" --target-pid "$gw" --skip-direct --stream \
+    --concurrency 500 --max-tokens 64 --warmup 5 --secs "$secs" --json "$out/load.json" | tee "$out/load.txt"
+sleep 5
+echo "after: rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)" | tee -a "$out/rss.log"
+curl -s "127.0.0.1:$pg/metrics" | grep -E '^switchboard_(requests_total|upstream_errors_total|worker_in_flight)' | tee "$out/metrics.txt"
+echo "soak results in $out"
