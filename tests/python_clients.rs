@@ -8,15 +8,10 @@
 mod support;
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 /// Bound on one python run; the slowest (gsp, 200 prompts of ~2.2k tokens) takes ~10 s.
-const PY_TIMEOUT: Duration = Duration::from_secs(240);
 /// Sims run 10× faster than the modelled GPU so the whole file stays short.
 const SIM_FAST: &[&str] = &["--time-scale", "0.1"];
 const BACKENDS: [&str; 3] = ["sglang", "sglang-oai", "sglang-oai-chat"];
@@ -40,70 +35,6 @@ fn python() -> Option<String> {
             None
         }
     }
-}
-
-fn temp_file(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("switchboard-py-{}-{n}-{tag}", std::process::id()))
-}
-
-/// Runs `python script args…` with a deadline and returns the JSON summary (its last
-/// stdout line). Output goes to files, not pipes, so a chatty failure cannot block it.
-async fn run_py(python: &str, script: &str, args: Vec<String>) -> Value {
-    let (python, script) = (python.to_owned(), support::repo_path(script));
-    tokio::task::spawn_blocking(move || {
-        let (out_path, err_path) = (temp_file("stdout"), temp_file("stderr"));
-        let out = std::fs::File::create(&out_path).expect("create stdout file");
-        let err = std::fs::File::create(&err_path).expect("create stderr file");
-        let mut child = Command::new(&python)
-            .arg(&script)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {python}: {e}"));
-        let deadline = Instant::now() + PY_TIMEOUT;
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait for python") {
-                break Some(s);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&out_path);
-        let _ = std::fs::remove_file(&err_path);
-        let ok = status.is_some_and(|s| s.success());
-        if !ok {
-            // The end of stderr holds the script's FAILED line and bench_serving's report.
-            let tail: Vec<&str> = stderr.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            let what = status.map_or_else(
-                || format!("timed out after {PY_TIMEOUT:?}"),
-                |s| s.to_string(),
-            );
-            panic!(
-                "{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}",
-                tail.join("\n")
-            );
-        }
-        let line = stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("{script} {args:?}: no output"));
-        eprintln!("{} {}", script.rsplit('/').next().unwrap_or(&script), line);
-        serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
-    })
-    .await
-    .expect("python runner thread")
 }
 
 fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
@@ -149,7 +80,7 @@ fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
 /// One bench_serving run; the runner already exits non-zero on these, the asserts
 /// here say what went wrong in the test's own words.
 async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
-    let r = run_py(
+    let r = support::python::run(
         python,
         "tests/python/bench_serving.py",
         bench_args(url, backend, dataset),
@@ -171,7 +102,7 @@ async fn openai_sdk_through_gateway_to_two_sims() {
     let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
     let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
     let gw = support::gateway(&[&s1, &s2], &[]).await;
-    let r = run_py(
+    let r = support::python::run(
         &py,
         "tests/python/openai_sdk_check.py",
         vec![gw.url.clone(), support::MODEL.into()],

@@ -17,9 +17,7 @@
 mod support;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -28,7 +26,6 @@ use tokio::io::AsyncWriteExt;
 const MODEL: &str = support::MODEL;
 const TOKENIZER: &str = "assets/tokenizers/smollm2-135m-instruct";
 /// Bound on one python run; a bench_serving run here takes ~10–30 s.
-const PY_TIMEOUT: Duration = Duration::from_secs(240);
 const BENCH_PROMPTS: usize = 48;
 
 /// Two llama-servers and a gateway per test would fight over 2 cores; one test at a time.
@@ -188,72 +185,6 @@ async fn gateway_in_flight(gw: &str) -> f64 {
     )
 }
 
-fn temp_file(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("switchboard-real-{}-{n}-{tag}", std::process::id()))
-}
-
-/// Runs `python script args…` with a deadline and returns the JSON summary (its last stdout
-/// line). Output goes to files, not pipes, so a chatty failure cannot block it.
-async fn run_py(python: &str, script: &str, args: Vec<String>) -> Value {
-    let (python, script) = (python.to_owned(), support::repo_path(script));
-    tokio::task::spawn_blocking(move || {
-        let (out_path, err_path) = (temp_file("stdout"), temp_file("stderr"));
-        let out = std::fs::File::create(&out_path).expect("create stdout file");
-        let err = std::fs::File::create(&err_path).expect("create stderr file");
-        let mut child = Command::new(&python)
-            .arg(&script)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {python}: {e}"));
-        let deadline = Instant::now() + PY_TIMEOUT;
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait for python") {
-                break Some(s);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&out_path);
-        let _ = std::fs::remove_file(&err_path);
-        if !status.is_some_and(|s| s.success()) {
-            let tail: Vec<&str> = stderr.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            let what = status.map_or_else(
-                || format!("timed out after {PY_TIMEOUT:?}"),
-                |s| s.to_string(),
-            );
-            panic!(
-                "{script} {args:?}: {what}\nstdout:\n{stdout}\nstderr (tail):\n{}",
-                tail.join("\n")
-            );
-        }
-        let line = stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("{script} {args:?}: no output"));
-        let _ = writeln!(
-            std::io::stderr(),
-            "{} {line}",
-            script.rsplit('/').next().unwrap_or(&script)
-        );
-        serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("{script}: last line is not JSON ({e}): {line}"))
-    })
-    .await
-    .expect("python runner thread")
-}
-
 /// A streamed chat request that runs long unless stopped (`ignore_eos`, llama.cpp's field).
 fn long_chat(max_tokens: u32) -> Value {
     json!({
@@ -274,7 +205,7 @@ async fn openai_sdk_through_gateway() {
     let Some(py) = python() else { return };
     let _serial = SERIAL.lock().await;
     let s = stack(&server, &model).await;
-    let r = run_py(
+    let r = support::python::run(
         &py,
         "tests/python/real_engine_check.py",
         vec![
@@ -322,7 +253,7 @@ async fn bench_serving_through_gateway() {
         .map(String::from)
         .to_vec();
         // The wrapper exits non-zero on failed requests or a short count.
-        let r = run_py(&py, "tests/python/real_engine_bench.py", args).await;
+        let r = support::python::run(&py, "tests/python/real_engine_bench.py", args).await;
         assert_eq!(r["failed"], 0, "{backend}: failed requests: {r}");
         assert_eq!(r["completed"], BENCH_PROMPTS, "{backend}: completed: {r}");
         // Retokenized == generated cannot hold exactly against a real model: on these gibberish

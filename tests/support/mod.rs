@@ -2,6 +2,8 @@
 //! 127.0.0.1, killed when dropped; every wait is bounded.
 #![allow(dead_code)]
 
+pub mod python;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
