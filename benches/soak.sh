@@ -16,7 +16,9 @@ p1=$(port); p2=$(port); pg=$(port)
 "$bin" sim --port "$p1" --time-scale 0.5 --fault-error-rate 0.01 >"$out/sim1.log" 2>&1 & pids+=($!)
 "$bin" sim --port "$p2" --time-scale 0.5 --fault-error-rate 0.01 >"$out/sim2.log" 2>&1 & pids+=($!)
 sleep 1
-"$bin" serve --port "$pg" --worker-urls "http://127.0.0.1:$p1" "http://127.0.0.1:$p2" --log-level warn >"$out/gw.log" 2>&1 & gw=$!
+# SOAK_GATEWAY_ARGS: extra `switchboard serve` flags, e.g. a smaller --prefix-index-max-tokens.
+# shellcheck disable=SC2086
+"$bin" serve --port "$pg" --worker-urls "http://127.0.0.1:$p1" "http://127.0.0.1:$p2" --log-level warn ${SOAK_GATEWAY_ARGS:-} >"$out/gw.log" 2>&1 & gw=$!
 pids+=("$gw")
 sleep 3
 inflight() { curl -s "127.0.0.1:$pg/metrics" | awk '/^switchboard_worker_in_flight_requests/ {s+=$2} END {print s+0}'; }
