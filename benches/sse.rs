@@ -46,7 +46,7 @@ fn relay(c: &mut Criterion) {
             || SseParser::new(1 << 20),
             |mut parser| {
                 parser.push(&wire);
-                let (mut sent, mut out_bytes) = (0usize, 0usize);
+                let (mut sent, mut out_bytes, mut out) = (0usize, 0usize, Vec::with_capacity(512));
                 while let Ok(Some(ev)) = parser.next_event() {
                     if ev.is_done() {
                         break;
@@ -55,7 +55,9 @@ fn relay(c: &mut Criterion) {
                     let text = chunk.text.as_deref().unwrap_or("");
                     let delta = &text[sent.min(text.len())..];
                     sent = text.len();
-                    out_bytes += format.text_chunk(delta, None).len();
+                    format.text_chunk(&mut out, delta, None);
+                    out_bytes += out.len();
+                    out.clear();
                 }
                 out_bytes
             },

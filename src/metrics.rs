@@ -9,6 +9,16 @@ use prometheus::{
 
 pub use timer::RequestTimer;
 
+/// What one finished request adds to the counters.
+pub struct Outcome {
+    pub status: u16,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    /// Prompt tokens the routing policy expected the worker to have cached.
+    pub predicted_cached: usize,
+}
+
 /// The routes we measure; an index into per-endpoint metric handles resolved at start-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -303,6 +313,18 @@ impl Metrics {
     pub fn cache_prediction(&self, predicted: usize, reported: u64) {
         self.prediction_error
             .observe(reported as f64 - predicted as f64);
+    }
+
+    /// Everything observed once, when a request's response really ended (whatever the route).
+    pub fn request_ended(&self, endpoint: Endpoint, timer: &RequestTimer, o: Outcome) {
+        if o.status < 300 {
+            self.cache_prediction(o.predicted_cached, o.cached_tokens);
+        }
+        timer.finish(self.latency(endpoint));
+        self.request_done(endpoint, o.status);
+        self.prompt_tokens.inc_by(o.prompt_tokens);
+        self.completion_tokens.inc_by(o.completion_tokens);
+        self.cached_tokens.inc_by(o.cached_tokens);
     }
 
     pub fn upstream_error(&self, label: &'static str) {

@@ -8,10 +8,8 @@ pub mod handlers;
 pub mod info;
 pub mod request_id;
 pub mod state;
-pub mod timeout;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -42,7 +40,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             auth::require_admin_key,
         ));
-    let mut app: Router<Arc<AppState>> = Router::new()
+    let app: Router<Arc<AppState>> = Router::new()
         .merge(inference)
         .merge(admin)
         .route("/v1/models", get(info::models))
@@ -57,13 +55,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         // axum's own 405 has an empty body; clients get the OpenAI error shape everywhere.
         .method_not_allowed_fallback(method_not_allowed)
         // Our own extractor turns an oversized body into an OpenAI 413.
+        // `--request-timeout-secs` is enforced inside the relay (`relay::reliability::Deadlines`),
+        // which covers the response stream too and aborts the worker's request.
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
-    if state.config.request_timeout_secs > 0 {
-        let limit = Duration::from_secs(state.config.request_timeout_secs);
-        app = app.layer(axum::middleware::from_fn(move |req, next| {
-            timeout::until_response(limit, req, next)
-        }));
-    }
     app.with_state(state)
 }
 

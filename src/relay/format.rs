@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::error::GatewayError;
 use crate::protocol::openai::{
     AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, TextChoice,
@@ -44,23 +42,28 @@ impl Formatter {
         }
     }
 
+    // The streaming chunks below are written into the caller's buffer: a stream event then
+    // costs no allocation of its own, and several events of one step go out as one write.
+
     /// Chat streams open with the assistant role (OpenAI sends it with empty content).
-    pub fn role_chunk(&self) -> Option<Bytes> {
-        (self.kind == Kind::Chat).then(|| {
+    pub fn role_chunk(&self, out: &mut Vec<u8>) {
+        if self.kind == Kind::Chat {
             self.chat_chunk(
+                out,
                 Delta {
                     role: Some("assistant"),
                     content: Some(""),
                 },
                 None,
-            )
-        })
+            );
+        }
     }
 
     /// New text; for completions the finish reason rides on the same chunk.
-    pub fn text_chunk(&self, text: &str, finish: Option<&'static str>) -> Bytes {
+    pub fn text_chunk(&self, out: &mut Vec<u8>, text: &str, finish: Option<&'static str>) {
         match self.kind {
             Kind::Chat => self.chat_chunk(
+                out,
                 Delta {
                     role: None,
                     content: Some(text),
@@ -74,59 +77,69 @@ impl Formatter {
                     logprobs: None,
                     finish_reason: finish,
                 }];
-                sse::json_event(&TextChunk {
+                let chunk = TextChunk {
                     id: &self.id,
                     object: "text_completion",
                     created: self.created,
                     model: &self.model,
                     choices: &choices,
                     usage: None,
-                })
+                };
+                sse::write_json_event(out, &chunk);
             }
         }
     }
 
     /// Chat's separate closing chunk with an empty delta.
-    pub fn finish_chunk(&self, finish: &'static str) -> Option<Bytes> {
-        (self.kind == Kind::Chat).then(|| self.chat_chunk(Delta::default(), Some(finish)))
-    }
-
-    pub fn usage_chunk(&self, usage: &Usage) -> Bytes {
-        match self.kind {
-            Kind::Chat => sse::json_event(&ChatChunk {
-                id: &self.id,
-                object: "chat.completion.chunk",
-                created: self.created,
-                model: &self.model,
-                choices: &[],
-                usage: Some(usage),
-            }),
-            Kind::Completion => sse::json_event(&TextChunk {
-                id: &self.id,
-                object: "text_completion",
-                created: self.created,
-                model: &self.model,
-                choices: &[],
-                usage: Some(usage),
-            }),
+    pub fn finish_chunk(&self, out: &mut Vec<u8>, finish: &'static str) {
+        if self.kind == Kind::Chat {
+            self.chat_chunk(out, Delta::default(), Some(finish));
         }
     }
 
-    fn chat_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>) -> Bytes {
+    pub fn usage_chunk(&self, out: &mut Vec<u8>, usage: &Usage) {
+        match self.kind {
+            Kind::Chat => sse::write_json_event(
+                out,
+                &ChatChunk {
+                    id: &self.id,
+                    object: "chat.completion.chunk",
+                    created: self.created,
+                    model: &self.model,
+                    choices: &[],
+                    usage: Some(usage),
+                },
+            ),
+            Kind::Completion => sse::write_json_event(
+                out,
+                &TextChunk {
+                    id: &self.id,
+                    object: "text_completion",
+                    created: self.created,
+                    model: &self.model,
+                    choices: &[],
+                    usage: Some(usage),
+                },
+            ),
+        }
+    }
+
+    fn chat_chunk(&self, out: &mut Vec<u8>, delta: Delta<'_>, finish: Option<&'static str>) {
         let choices = [ChatChunkChoice {
             index: 0,
             delta,
             logprobs: None,
             finish_reason: finish,
         }];
-        sse::json_event(&ChatChunk {
+        let chunk = ChatChunk {
             id: &self.id,
             object: "chat.completion.chunk",
             created: self.created,
             model: &self.model,
             choices: &choices,
             usage: None,
-        })
+        };
+        sse::write_json_event(out, &chunk);
     }
 
     /// The whole answer as one JSON object.
@@ -168,6 +181,6 @@ impl Formatter {
 
 /// A failure after the stream started: an SSE event carrying the OpenAI error object. The
 /// stream then ends without `[DONE]`, so no client mistakes it for a complete answer.
-pub fn error_event(err: &GatewayError) -> Bytes {
-    sse::json_event(&err.body())
+pub fn error_event(out: &mut Vec<u8>, err: &GatewayError) {
+    sse::write_json_event(out, &err.body());
 }

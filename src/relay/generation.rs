@@ -11,7 +11,7 @@ use std::sync::Arc;
 use leg::{Leg, LegRequest};
 
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, RequestTimer, Stage};
+use crate::metrics::{Endpoint, Outcome, RequestTimer, Stage};
 use crate::protocol::sglang::SamplingParams;
 use crate::relay::reliability::Deadlines;
 use crate::server::AppState;
@@ -34,7 +34,8 @@ pub struct Generation {
     leg: Leg,
     /// The first chunk, read while opening the leg, not yet handed out.
     pending: Option<Delta>,
-    output_ids: Vec<u32>,
+    /// Output ids relayed by earlier legs (the current leg's are in its stream).
+    earlier_ids: Vec<u32>,
     /// Tokens produced by earlier legs (a migrated leg counts from zero again).
     tokens_before_leg: u32,
     migrations: u32,
@@ -86,7 +87,7 @@ impl Generation {
             spec,
             leg,
             pending: Some(first),
-            output_ids: Vec::new(),
+            earlier_ids: Vec::new(),
             tokens_before_leg: 0,
             migrations,
             tried,
@@ -156,7 +157,6 @@ impl Generation {
             u64::from(delta.new_tokens),
             metrics.latency(self.spec.endpoint),
         );
-        self.output_ids.extend_from_slice(&delta.ids);
         if self.migrations == 0 {
             self.prompt_tokens = delta.prompt_tokens;
             self.cached_tokens = delta.cached_tokens;
@@ -200,13 +200,9 @@ impl Generation {
         let mut params = self.spec.params.clone();
         params.max_new_tokens = Some(budget - done_tokens);
         params.min_new_tokens = params.min_new_tokens.map(|m| m.saturating_sub(done_tokens));
-        let input: Vec<u32> = self
-            .spec
-            .prompt
-            .iter()
-            .chain(&self.output_ids)
-            .copied()
-            .collect();
+        let mut relayed = std::mem::take(&mut self.earlier_ids);
+        relayed.extend_from_slice(self.leg.upstream.output_ids());
+        let input: Vec<u32> = self.spec.prompt.iter().chain(&relayed).copied().collect();
         let rid = format!("{}-m{}", self.spec.rid, self.migrations);
         tracing::warn!(rid = %self.spec.rid, from = %self.leg.guard.worker().url, tokens = done_tokens, error = %cause, "worker failed mid-stream; continuing elsewhere");
         let req = LegRequest {
@@ -219,6 +215,7 @@ impl Generation {
             Ok((leg, first)) => {
                 // The old leg drops here: its load is released and its (dead) worker told to abort.
                 self.leg = leg;
+                self.earlier_ids = relayed;
                 self.tokens_before_leg = done_tokens;
                 self.pending = Some(first);
                 metrics.migrations.with_label_values(&["continued"]).inc();
@@ -259,19 +256,16 @@ impl Generation {
     }
 
     fn record(&self, status: u16) {
-        let m = &self.app.metrics;
-        if status == 200 {
-            m.cache_prediction(
-                self.leg.guard.predicted_cached(),
-                u64::from(self.cached_tokens),
-            );
-        }
-        self.spec.timer.finish(m.latency(self.spec.endpoint));
-        m.request_done(self.spec.endpoint, status);
-        m.prompt_tokens.inc_by(u64::from(self.prompt_tokens));
-        m.completion_tokens
-            .inc_by(u64::from(self.completion_tokens));
-        m.cached_tokens.inc_by(u64::from(self.cached_tokens));
+        let outcome = Outcome {
+            status,
+            prompt_tokens: u64::from(self.prompt_tokens),
+            completion_tokens: u64::from(self.completion_tokens),
+            cached_tokens: u64::from(self.cached_tokens),
+            predicted_cached: self.leg.guard.predicted_cached(),
+        };
+        self.app
+            .metrics
+            .request_ended(self.spec.endpoint, &self.spec.timer, outcome);
     }
 }
 

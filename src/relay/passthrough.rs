@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use serde::Deserialize;
 
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, Metrics, RequestTimer, Stage};
+use crate::metrics::{Endpoint, Metrics, Outcome, RequestTimer, Stage};
 use crate::relay::reliability::Deadlines;
 use crate::stream::sse::SseParser;
 use crate::upstream::abort::AbortOnDrop;
@@ -194,7 +194,9 @@ impl Watch {
     fn fail(&mut self, err: UpstreamError) -> Bytes {
         self.metrics.upstream_error(err.metric_label());
         self.finish(err.status().as_u16());
-        super::format::error_event(&GatewayError::Upstream(err))
+        let mut out = Vec::new();
+        super::format::error_event(&mut out, &GatewayError::Upstream(err));
+        Bytes::from(out)
     }
 
     fn tokens(&mut self, n: u64) {
@@ -221,16 +223,15 @@ impl Watch {
                 a.disarm();
             }
         }
-        let m = &self.metrics;
-        if status < 300 {
-            m.cache_prediction(self.guard.predicted_cached(), self.observer.cached_tokens);
-        }
-        self.timer.finish(m.latency(self.endpoint));
-        m.request_done(self.endpoint, status);
-        m.prompt_tokens.inc_by(self.observer.prompt_tokens);
-        m.completion_tokens
-            .inc_by(self.observer.completion_tokens.max(self.observer.chunks));
-        m.cached_tokens.inc_by(self.observer.cached_tokens);
+        let outcome = Outcome {
+            status,
+            prompt_tokens: self.observer.prompt_tokens,
+            completion_tokens: self.observer.completion_tokens.max(self.observer.chunks),
+            cached_tokens: self.observer.cached_tokens,
+            predicted_cached: self.guard.predicted_cached(),
+        };
+        self.metrics
+            .request_ended(self.endpoint, &self.timer, outcome);
     }
 }
 

@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::format::{Formatter, Kind};
 use super::Generation;
@@ -29,13 +29,17 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
     };
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
-        let mut out = BytesMut::new();
+        let mut out = Vec::with_capacity(512);
         if !st.started {
             st.started = true;
-            if let Some(role) = st.format.role_chunk() {
-                out.extend_from_slice(&role);
-            }
+            st.format.role_chunk(&mut out);
         }
+        let end = |out: Vec<u8>| {
+            Some((
+                Ok::<Bytes, std::convert::Infallible>(Bytes::from(out)),
+                None,
+            ))
+        };
         loop {
             match st.generation.next().await {
                 Ok(Some(delta)) => {
@@ -43,32 +47,30 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
                     if !delta.text.is_empty()
                         || (finish.is_some() && st.format.kind == Kind::Completion)
                     {
-                        out.extend_from_slice(&st.format.text_chunk(&delta.text, finish));
+                        st.format.text_chunk(&mut out, &delta.text, finish);
                     }
                     if let Some(finish) = finish {
-                        if let Some(chunk) = st.format.finish_chunk(finish) {
-                            out.extend_from_slice(&chunk);
-                        }
+                        st.format.finish_chunk(&mut out, finish);
                         if st.include_usage {
                             let g = &st.generation;
                             let usage =
                                 Usage::new(g.prompt_tokens, g.completion_tokens, g.cached_tokens);
-                            out.extend_from_slice(&st.format.usage_chunk(&usage));
+                            st.format.usage_chunk(&mut out, &usage);
                         }
                         out.extend_from_slice(sse::DONE);
-                        return Some((Ok::<Bytes, std::convert::Infallible>(out.freeze()), None));
+                        return end(out);
                     }
                     if !out.is_empty() {
-                        return Some((Ok(out.freeze()), Some(st)));
+                        return Some((Ok(Bytes::from(out)), Some(st)));
                     }
                 }
                 Ok(None) => {
                     out.extend_from_slice(sse::DONE);
-                    return Some((Ok(out.freeze()), None));
+                    return end(out);
                 }
                 Err(e) => {
-                    out.extend_from_slice(&super::format::error_event(&GatewayError::Upstream(e)));
-                    return Some((Ok(out.freeze()), None));
+                    super::format::error_event(&mut out, &GatewayError::Upstream(e));
+                    return end(out);
                 }
             }
         }

@@ -142,16 +142,22 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&b| b == needle)
 }
 
-/// `data: <json>\n\n`, serialised straight into one buffer.
-pub fn json_event<T: Serialize>(value: &T) -> Bytes {
-    let mut out = Vec::with_capacity(256);
+/// Appends `data: <json>\n\n` to `out`.
+pub fn write_json_event<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+    let start = out.len();
     out.extend_from_slice(b"data: ");
-    // Serialising our own types into a Vec cannot fail.
-    if serde_json::to_writer(&mut out, value).is_err() {
-        out.truncate(6);
+    // Serialising our own types into a Vec cannot fail; if it did, send an empty object.
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.truncate(start + 6);
         out.extend_from_slice(b"{}");
     }
     out.extend_from_slice(b"\n\n");
+}
+
+/// `data: <json>\n\n` as its own buffer.
+pub fn json_event<T: Serialize>(value: &T) -> Bytes {
+    let mut out = Vec::with_capacity(256);
+    write_json_event(&mut out, value);
     Bytes::from(out)
 }
 

@@ -21,8 +21,6 @@ const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct Delta {
     pub text: String,
-    /// The token ids this chunk added (kept so a generation can continue elsewhere).
-    pub ids: Vec<u32>,
     pub new_tokens: u32,
     pub finish: Option<FinishReason>,
     pub prompt_tokens: u32,
@@ -35,7 +33,8 @@ pub struct GenerateStream {
     parser: SseParser,
     worker: Arc<Worker>,
     text_len: usize,
-    ids_len: usize,
+    /// Every output id of this response so far (so a generation can continue elsewhere).
+    ids: Vec<u32>,
     completion_tokens: u32,
     detok: Option<IncrementalDecoder>,
     tokenizer: Arc<Tokenizer>,
@@ -71,7 +70,7 @@ pub async fn start(
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker,
         text_len: 0,
-        ids_len: 0,
+        ids: Vec::new(),
         completion_tokens: 0,
         detok: None,
         tokenizer,
@@ -158,22 +157,21 @@ impl GenerateStream {
         // Cumulative chunks carry all ids so far; incremental ones fewer than the running count.
         let cumulative = ids.len() as u32 == meta.completion_tokens && self.completion_tokens > 0;
         let new_ids: &[u32] = if cumulative {
-            ids.get(self.ids_len..).unwrap_or(&[])
+            ids.get(self.ids.len()..).unwrap_or(&[])
         } else {
             &ids
         };
-        let added_ids = new_ids.to_vec();
         let text = match chunk.text {
             Some(t) if cumulative => t.get(self.text_len..).unwrap_or("").to_owned(),
             // First chunk (both modes agree) or incremental output.
             Some(t) => t.into_owned(),
             None => self.detokenize(new_ids)?,
         };
-        self.ids_len = if cumulative {
-            ids.len()
+        if cumulative {
+            self.ids = ids; // the chunk's own list already holds them all
         } else {
-            self.ids_len + ids.len()
-        };
+            self.ids.extend_from_slice(&ids);
+        }
         self.text_len += text.len();
         let new_tokens = meta
             .completion_tokens
@@ -216,7 +214,6 @@ impl GenerateStream {
         }
         Ok(Some(Delta {
             text,
-            ids: added_ids,
             new_tokens,
             finish,
             prompt_tokens: meta.prompt_tokens,
@@ -239,6 +236,11 @@ impl GenerateStream {
             self.stop_matched = Some(m.to_owned());
         }
         Ok(delta.text.to_owned())
+    }
+
+    /// The output ids received so far.
+    pub fn output_ids(&self) -> &[u32] {
+        &self.ids
     }
 
     /// We ended the answer at a stop string while the worker may still be generating.
