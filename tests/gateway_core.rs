@@ -108,14 +108,7 @@ async fn client_disconnect_mid_stream_aborts_on_worker() {
     assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
     assert_eq!(support::sim_busy(&sim.url).await, 1);
     drop(resp); // the client goes away
-    support::eventually("worker running count back to 0", || async {
-        support::sim_busy(&sim.url).await == 0
-    })
-    .await;
-    support::eventually("abort_request received", || async {
-        support::sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
-    })
-    .await;
+    support::sim_aborted_and_idle(&sim.url).await;
     let text = support::client()
         .get(format!("{}/metrics", gw.url))
         .send()
@@ -150,14 +143,7 @@ async fn client_disconnect_non_stream_aborts_on_worker() {
         r.is_err(),
         "the request should have timed out on the client side"
     );
-    support::eventually("worker running count back to 0", || async {
-        support::sim_busy(&sim.url).await == 0
-    })
-    .await;
-    support::eventually("abort_request received", || async {
-        support::sim_metric(&sim.url, "sim_abort_requests_received_total").await >= 1.0
-    })
-    .await;
+    support::sim_aborted_and_idle(&sim.url).await;
 }
 
 /// Acceptance: after a run, TTFT/E2E/TPOT counts equal the requests made, ITL counts the
@@ -353,14 +339,7 @@ async fn ids_only_workers_are_detokenized_with_stop_strings() {
     let stopped = ask(gw_ids.url.clone(), json!({"stop": [stop], "stream": false})).await;
     assert_eq!(stopped["choices"][0]["message"]["content"], cut);
     assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
-    support::eventually("worker aborted after our stop", || async {
-        support::sim_metric(&ids_only.url, "sim_abort_requests_received_total").await >= 1.0
-    })
-    .await;
-    support::eventually("worker idle", || async {
-        support::sim_busy(&ids_only.url).await == 0
-    })
-    .await;
+    support::sim_aborted_and_idle(&ids_only.url).await;
 }
 
 #[tokio::test]

@@ -217,17 +217,7 @@ async fn stall_before_first_token_times_out_with_504_and_aborts() {
     assert!(t.elapsed() < Duration::from_secs(4));
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], "upstream_timeout");
-    support::eventually("abort reached the worker", || async {
-        support::metric_sum(
-            &support::metrics_text(&a.url).await,
-            "sim_abort_requests_received_total",
-        ) >= 1.0
-    })
-    .await;
-    support::eventually("worker idle", || async {
-        support::sim_busy(&a.url).await == 0
-    })
-    .await;
+    support::sim_aborted_and_idle(&a.url).await;
     gateway_idle(&gw).await;
 }
 
@@ -241,17 +231,7 @@ async fn stall_mid_stream_times_out_with_an_error_event_and_aborts() {
     assert_eq!(status, 200);
     assert!(error && !done);
     assert!(t.elapsed() < Duration::from_secs(4));
-    support::eventually("abort reached the worker", || async {
-        support::metric_sum(
-            &support::metrics_text(&a.url).await,
-            "sim_abort_requests_received_total",
-        ) >= 1.0
-    })
-    .await;
-    support::eventually("worker idle", || async {
-        support::sim_busy(&a.url).await == 0
-    })
-    .await;
+    support::sim_aborted_and_idle(&a.url).await;
     gateway_idle(&gw).await;
 }
 
@@ -360,17 +340,7 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         rest.contains("\"error\"") && !rest.contains("[DONE]"),
         "the long stream ends with an error event: {rest}"
     );
-    support::eventually("abort reached the worker", || async {
-        support::metric_sum(
-            &support::metrics_text(&a.url).await,
-            "sim_abort_requests_received_total",
-        ) >= 1.0
-    })
-    .await;
-    support::eventually("worker idle", || async {
-        support::sim_busy(&a.url).await == 0
-    })
-    .await;
+    support::sim_aborted_and_idle(&a.url).await;
 }
 
 fn gw_pid(gw: &Proc) -> String {

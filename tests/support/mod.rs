@@ -197,3 +197,12 @@ pub async fn sim_busy(sim_url: &str) -> u64 {
     let load = &v["loads"][0];
     load["num_running_reqs"].as_u64().unwrap_or(0) + load["num_waiting_reqs"].as_u64().unwrap_or(0)
 }
+
+/// Waits until a simulator has received `/abort_request` and has nothing running or waiting.
+pub async fn sim_aborted_and_idle(sim_url: &str) {
+    eventually("abort_request reached the worker", || async {
+        sim_metric(sim_url, "sim_abort_requests_received_total").await >= 1.0
+    })
+    .await;
+    eventually("worker idle", || async { sim_busy(sim_url).await == 0 }).await;
+}
