@@ -13,11 +13,10 @@ or the client's re-tokenized output count differs from the generated count.
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+import common
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = REPO / "assets" / "tokenizers" / "smollm2-135m-instruct"
@@ -46,20 +45,7 @@ def main():
         args += ["--model", MODEL]
     want = expected_requests(args)
 
-    with tempfile.TemporaryDirectory(prefix="bench_serving-") as tmp:
-        out = Path(tmp) / "result.jsonl"
-        # HOME=tmp keeps the gsp dataset cache (~/.cache/sglang) per run: its key
-        # ignores the tokenizer's path, so a shared one could serve stale prompts.
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HOME=tmp)
-        cmd = [sys.executable, "-m", "sglang.bench_serving", *args, "--output-file", str(out), "--output-details"]
-        print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-        # Its report goes to our stderr, so stdout stays a single JSON line.
-        proc = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
-        if proc.returncode != 0:
-            sys.exit(f"bench_serving FAILED: sglang.bench_serving exited {proc.returncode}")
-        if not out.exists():
-            sys.exit("bench_serving FAILED: no result file (no request succeeded?)")
-        result = json.loads(out.read_text().splitlines()[-1])
+    result = common.run_bench_serving(args, "bench_serving")
 
     errors = [e for e in result["errors"] if e]
     summary = {

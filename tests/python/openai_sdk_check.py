@@ -10,20 +10,12 @@ Prints one JSON summary line; exits 1 with a message on the first failure.
 import json
 import sys
 
+from common import CheckFailed, check
 from openai import OpenAI, OpenAIError
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 MAX_TOKENS = 24
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise CheckFailed(msg)
 
 
 class Runner:

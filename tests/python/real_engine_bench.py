@@ -14,10 +14,10 @@ Exits 1 if any request failed or fewer than --num-prompts completed.
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+import common
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = REPO / "assets" / "tokenizers" / "smollm2-135m-instruct"
@@ -33,18 +33,7 @@ def main():
         args += ["--model", MODEL]
     want = int(args[args.index("--num-prompts") + 1]) if "--num-prompts" in args else 1000
 
-    with tempfile.TemporaryDirectory(prefix="bench_serving-") as tmp:
-        out = Path(tmp) / "result.jsonl"
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HOME=tmp)
-        cmd = [sys.executable, "-m", "sglang.bench_serving", *args, "--output-file", str(out), "--output-details"]
-        print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-        # Its report goes to our stderr, so stdout stays a single JSON line.
-        proc = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr)
-        if proc.returncode != 0:
-            sys.exit(f"real_engine_bench FAILED: sglang.bench_serving exited {proc.returncode}")
-        if not out.exists():
-            sys.exit("real_engine_bench FAILED: no result file (no request succeeded?)")
-        result = json.loads(out.read_text().splitlines()[-1])
+    result = common.run_bench_serving(args, "real_engine_bench")
 
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     from transformers import AutoTokenizer  # late: slow to import, and only needed here

@@ -25,6 +25,7 @@ import os
 import random
 import sys
 
+from common import CheckFailed, check
 from openai import OpenAI, OpenAIError
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -33,15 +34,6 @@ MAX_TOKENS = 32
 SEED = 1234
 SYSTEM = "You are a helpful assistant."
 FIDELITY_PROMPTS = 12
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise CheckFailed(msg)
 
 
 class Runner:
