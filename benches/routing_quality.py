@@ -35,6 +35,22 @@ tables give wall-clock ms as measured and "model ms" = wall / T (gateway, client
 network overhead, which do not scale, are inflated by 1/T in that figure). On 2 cores
 T = 0.25 made client/tokenizer CPU, not routing, dominate TTFT, hence the default 1.0.
 
+Several replicas (--replicas N, N > 1): per workload and policy, rows for the front doors in
+--fronts (default single,spread,sticky), each against 4 fresh sims:
+  single   one gateway (the single-replica row, as without --replicas)
+  spread   N gateway processes (same flags, different ports) in front of the same 4 sims; the
+           client sends request i to replica i mod N, blind to the prompt like a plain Kubernetes
+           Service (kube-proxy picks a pod per connection, not per request, but just as blindly)
+  sticky   the same N gateways; the client picks the replica by hashing the request's
+           shared-prefix group id (sha1("group-<g>") mod N), as session/prefix hashing at a front
+           load balancer would
+Each row also counts shared-prefix misses: requests whose meta_info.cached_tokens is below half
+the system prompt (at least one per group used). --gateway-args "..." adds flags to every
+`switchboard serve` (e.g. --load-poll-interval-ms 0).
+Only the script's own client spreads requests, so spread/sticky rows are run for gsp_ids and
+zipf only: gsp (bench_serving, one --base-url) gets its single row and is skipped for the
+others. SMG likewise gets only its single row.
+
 KV sizing: a group needs ~ 2048 + 16 x (128 + 32) = 4608 tokens when its system
 prompt and every prompt's question + output stay cached, so --kv-capacity-tokens
 16 x 4608 = 73728 holds ~16 of the 64 groups per sim (a quarter each).
@@ -42,7 +58,8 @@ prompt and every prompt's question + output stay cached, so --kv-capacity-tokens
 Usage:
   python benches/routing_quality.py [--policies prefix_cost,cache_aware,round_robin,smg]
       [--skip-smg] [--quick] [--out results.json] [--time-scale 1.0] [--concurrency 32]
-      [--workloads gsp,gsp_ids,zipf]
+      [--workloads gsp,gsp_ids,zipf] [--replicas 3 [--fronts single,spread,sticky]]
+      [--gateway-args "--load-poll-interval-ms 0"]
 
 The python must have sglang 0.5.9's bench_serving and aiohttp: `bash .ci/python-env.sh | tail -1`.
 """
@@ -51,6 +68,7 @@ import argparse
 import asyncio
 import bisect
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -179,7 +197,7 @@ def wait_until(pred, timeout, what, procs):
     raise RuntimeError(f"timed out after {timeout} s waiting for {what} (last error: {last})")
 
 
-def start_gateway(procs, binary, policy, worker_urls, smg_bin):
+def start_gateway(procs, binary, policy, worker_urls, smg_bin, name="gateway", extra=()):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     n = len(worker_urls)
@@ -188,7 +206,7 @@ def start_gateway(procs, binary, policy, worker_urls, smg_bin):
         cmd = [smg_bin, "launch", "--host", "127.0.0.1", "--port", port, "--worker-urls", *worker_urls,
                "--policy", "cache_aware", "--prometheus-host", "127.0.0.1", "--prometheus-port", mport,
                "--log-level", "warn"]
-        procs.start("gateway", cmd)
+        procs.start(name, cmd)
 
         def ready():
             st, body = http_get(base + "/readiness")
@@ -201,9 +219,9 @@ def start_gateway(procs, binary, policy, worker_urls, smg_bin):
             raise RuntimeError(f"SMG /v1/models does not list {MODEL}: {body[:300]}")
     else:
         cmd = [binary, "serve", "--host", "127.0.0.1", "--port", port, "--worker-urls", *worker_urls,
-               "--policy", policy, "--log-level", "warn"]
-        procs.start("gateway", cmd)
-        wait_until(lambda: http_get(base + "/readiness")[0] == 200, 30, "gateway /readiness", procs)
+               "--policy", policy, "--log-level", "warn", *extra]
+        procs.start(name, cmd)
+        wait_until(lambda: http_get(base + "/readiness")[0] == 200, 30, f"{name} /readiness", procs)
     return base
 
 
@@ -314,22 +332,41 @@ def make_plans(args):
     return {"gsp_ids": gsp, "zipf": plan}
 
 
-async def zipf_client(base, plan, output_len, concurrency, timeout):
+def sticky_replica(group, n):
+    """The replica a prefix-hashing front door sends a group to: a stable hash of its id."""
+    return int.from_bytes(hashlib.sha1(f"group-{group}".encode()).digest()[:8], "big") % n
+
+
+def replica_for(front, i, group, n):
+    """Request i of the plan (shared-prefix group `group`) -> index of the gateway replica."""
+    if n == 1 or front == "single":
+        return 0
+    if front == "spread":
+        return i % n
+    if front == "sticky":
+        return sticky_replica(group, n)
+    raise ValueError(f"unknown front {front}")
+
+
+async def zipf_client(bases, plan, output_len, concurrency, timeout, front="single"):
     import aiohttp
 
     results = []
     queue = list(enumerate(plan))
     queue.reverse()
-    url = base + "/generate"
+    urls = [b + "/generate" for b in bases]
     tmo = aiohttp.ClientTimeout(total=timeout)
 
-    async def one(session, grp, ids):
+    async def one(session, i, grp, ids):
+        replica = replica_for(front, i, grp, len(urls))
+        url = urls[replica]
         body = {"input_ids": ids, "stream": True,
                 "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0.0}}
         st = time.perf_counter()
         ttft = None
         err = None
         done = False
+        cached = None
         try:
             async with session.post(url, json=body) as resp:
                 if resp.status != 200:
@@ -346,20 +383,24 @@ async def zipf_client(base, plan, output_len, concurrency, timeout):
                         if ttft is None:
                             ttft = time.perf_counter() - st
                         chunk = json.loads(data)
+                        meta = chunk.get("meta_info") or {}
+                        if "cached_tokens" in meta:
+                            cached = meta["cached_tokens"]
                         if "error" in chunk:
                             err = str(chunk["error"])[:200]
-                        elif (chunk.get("meta_info") or {}).get("finish_reason"):
+                        elif meta.get("finish_reason"):
                             done = True
         except Exception as e:  # noqa: BLE001 - reported per request
             err = f"{type(e).__name__}: {e}"
         if err is None and (ttft is None or not done):
             err = "stream ended early"
-        results.append({"group": grp, "ttft": ttft, "latency": time.perf_counter() - st, "error": err})
+        results.append({"group": grp, "replica": replica, "cached_tokens": cached, "ttft": ttft,
+                        "latency": time.perf_counter() - st, "error": err})
 
     async def worker(session):
         while queue:
-            _, (grp, ids) = queue.pop()
-            await one(session, grp, ids)
+            i, (grp, ids) = queue.pop()
+            await one(session, i, grp, ids)
 
     conn = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=conn, timeout=tmo) as session:
@@ -379,13 +420,18 @@ def pct(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def run_own_client(base, args, plan, workload):
+def run_own_client(bases, args, plan, workload, front="single"):
     what = f"zipf s={args.zipf_s:g}" if workload == "zipf" else "gsp shape, uniform, shuffled"
-    RAN.append(f"[in-process client, {workload}] {len(plan)} x POST {base}/generate input_ids stream, {what}, "
+    if len(bases) == 1:
+        where = f"{bases[0]}/generate"
+    else:
+        how = "request i -> replica i mod N" if front == "spread" else "replica = sha1(group id) mod N"
+        where = f"{{{', '.join(bases)}}}/generate ({front}: {how})"
+    RAN.append(f"[in-process client, {workload}] {len(plan)} x POST {where} input_ids stream, {what}, "
                f"seed {args.seed}, concurrency {args.concurrency}, max_new_tokens {args.workload['output_len']}")
     log("+ " + RAN[-1])
-    results, dur = asyncio.run(zipf_client(base, plan, args.workload["output_len"], args.concurrency,
-                                           args.run_timeout))
+    results, dur = asyncio.run(zipf_client(bases, plan, args.workload["output_len"], args.concurrency,
+                                           args.run_timeout, front))
     ok = [r for r in results if r["error"] is None]
     errs = [r["error"] for r in results if r["error"] is not None]
     ttfts = [r["ttft"] * 1000 for r in ok]
@@ -398,38 +444,51 @@ def run_own_client(base, args, plan, workload):
         "ttft_p99_ms": pct(ttfts, 99),
         "ttft_mean_ms": statistics.fmean(ttfts) if ttfts else float("nan"),
         "duration_s": dur,
+        "requests_per_replica": [sum(1 for r in results if r["replica"] == k) for k in range(len(bases))],
+        # Requests that did not find (at least half of) their group's shared system prompt cached,
+        # per the worker's own meta_info.cached_tokens: one per group is the minimum.
+        "prefix_misses": sum(1 for r in ok if (r["cached_tokens"] or 0) < args.workload["system_len"] // 2),
+        "groups_used": len({r["group"] for r in results}),
     }
 
 
 # ---------------------------------------------------------------- driver
 
 
-def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan):
-    tag = f"{workload}-{policy}"
+def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan, front="single"):
+    replicas = 1 if front == "single" else args.replicas
+    tag = f"{workload}-{policy}" + ("" if front == "single" else f"-{front}{replicas}")
     logdir = Path(logroot) / tag
     logdir.mkdir(parents=True, exist_ok=True)
-    log(f"\n=== {tag}: 4 fresh sims + {'SMG ' + SMG_VERSION + ' cache_aware' if policy == 'smg' else 'switchboard ' + policy}")
+    gw = 'SMG ' + SMG_VERSION + ' cache_aware' if policy == 'smg' else 'switchboard ' + policy
+    log(f"\n=== {tag}: 4 fresh sims + {gw}" + ("" if front == "single" else f" x {replicas} replicas, {front}"))
     procs = Procs(logdir)
     try:
         urls = start_sims(procs, binary, args.workers, args.kv_capacity, args.time_scale)
-        base = start_gateway(procs, binary, policy, urls, smg_bin)
+        extra = shlex.split(args.gateway_args)
+        if front == "single":
+            bases = [start_gateway(procs, binary, policy, urls, smg_bin, extra=extra)]
+        else:
+            bases = [start_gateway(procs, binary, policy, urls, smg_bin, name=f"gateway{k}", extra=extra)
+                     for k in range(replicas)]
         before = scrape_sims(urls)
         if any(w["requests"] for w in before):
             raise RuntimeError(f"sims not cold: {before}")
         if workload == "gsp":
-            client = run_gsp(base, args, home, logdir, tag)
+            client = run_gsp(bases[0], args, home, logdir, tag)
         else:
-            client = run_own_client(base, args, plan[workload], workload)
+            client = run_own_client(bases, args, plan[workload], workload, front)
         procs.check_alive()
         sims = summarize_sims(scrape_sims(urls))
     finally:
         procs.stop()
-    res = {"policy": policy, "workload": workload, **client, **sims}
+    res = {"policy": policy, "workload": workload, "front": front, "replicas": replicas, **client, **sims}
     res["ttft_p50_model_ms"] = res["ttft_p50_ms"] / args.time_scale
     res["ttft_p99_model_ms"] = res["ttft_p99_ms"] / args.time_scale
     log(f"  -> completed {res['completed']}/{res['requests']}, cached {res['cached_share']:.1%}, "
         f"TTFT p50 {res['ttft_p50_ms']:.1f} ms p99 {res['ttft_p99_ms']:.1f} ms (wall), "
-        f"requests/worker {res['requests_per_worker']}")
+        f"requests/worker {res['requests_per_worker']}"
+        + (f", requests/replica {res['requests_per_replica']}" if replicas > 1 else ""))
     return res
 
 
@@ -466,7 +525,7 @@ def fmt_table(rows, workload, time_scale):
         "|---|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
-        if r["workload"] != workload:
+        if r["workload"] != workload or r.get("front", "single") != "single":
             continue
         name = f"SMG {SMG_VERSION} cache_aware" if r["policy"] == "smg" else f"Switchboard {r['policy']}"
         lines.append(
@@ -477,8 +536,33 @@ def fmt_table(rows, workload, time_scale):
     return "\n".join(lines)
 
 
+def front_name(r):
+    if r["front"] == "single":
+        return "1 gateway"
+    how = "round-robin per request" if r["front"] == "spread" else "sha1(group) mod N"
+    return f"{r['replicas']} gateways, {r['front']} ({how})"
+
+
+def fmt_replica_table(rows, workload):
+    lines = [
+        "| policy | front door | cached share | TTFT p50 ms (wall) | TTFT p99 ms (wall) | requests per worker "
+        "| max/min | requests per replica | shared-prefix misses (min = groups) | completed |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        if r["workload"] != workload or r["policy"] == "smg":
+            continue
+        lines.append(
+            f"| {r['policy']} | {front_name(r)} | {r['cached_share']:.1%} | {r['ttft_p50_ms']:.1f} | "
+            f"{r['ttft_p99_ms']:.1f} | {' / '.join(str(x) for x in r['requests_per_worker'])} | "
+            f"{r['max_min_ratio']:.2f} | {' / '.join(str(x) for x in r.get('requests_per_replica', [r['requests']]))} | "
+            f"{r.get('prefix_misses', '?')} ({r.get('groups_used', '?')}) | {r['completed']}/{r['requests']} |")
+    return "\n".join(lines)
+
+
 def acceptance(rows, quick):
-    by = {(r["workload"], r["policy"]): r for r in rows}
+    # The checks are about one gateway; rows with several replicas are reported, not checked.
+    by = {(r["workload"], r["policy"]): r for r in rows if r.get("front", "single") == "single"}
     checks = []
 
     def add(name, ok, detail):
@@ -542,6 +626,13 @@ def main():
                     help="per-sim KV tokens (default: 16 groups' worth, computed)")
     ap.add_argument("--run-timeout", type=float, default=600, help="limit for one workload run, seconds")
     ap.add_argument("--log-dir", default=None, help="keep process logs here (default: a temp dir, removed)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="gateway processes in front of the same sims for the spread/sticky rows (default %(default)s)")
+    ap.add_argument("--fronts", default=None,
+                    help="with --replicas > 1: comma list of single (1 gateway), spread (request i -> replica "
+                         "i mod N), sticky (replica = hash of the prefix group) (default: single,spread,sticky)")
+    ap.add_argument("--gateway-args", default="",
+                    help="extra flags for every `switchboard serve`, e.g. \"--load-poll-interval-ms 0\" (default: none)")
     args = ap.parse_args()
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -551,6 +642,17 @@ def main():
         if p not in SWITCHBOARD_POLICIES + ["smg"]:
             ap.error(f"unknown policy {p}")
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if args.replicas < 1:
+        ap.error("--replicas must be >= 1")
+    if args.replicas == 1:
+        if args.fronts not in (None, "single"):
+            ap.error("--fronts needs --replicas > 1")
+        fronts = ["single"]
+    else:
+        fronts = [f.strip() for f in (args.fronts or "single,spread,sticky").split(",") if f.strip()]
+        for f in fronts:
+            if f not in ("single", "spread", "sticky"):
+                ap.error(f"unknown front {f}")
 
     if args.quick:
         w = dict(groups=16, prompts_per_group=4, system_len=1024, question_len=64, zipf_requests=96)
@@ -601,6 +703,9 @@ def main():
             counts[g] += 1
         log(f"zipf plan: {len(plan['zipf'])} requests, hottest groups {sorted(counts, reverse=True)[:6]}, "
             f"{sum(1 for c in counts if c)} groups used")
+    if args.replicas > 1 and "sticky" in fronts:
+        per = [sum(1 for g in range(w["groups"]) if sticky_replica(g, args.replicas) == k) for k in range(args.replicas)]
+        log(f"sticky front: groups per replica {per}")
 
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="routing_quality-"))
@@ -610,8 +715,13 @@ def main():
     try:
         for workload in workloads:
             for policy in policies:
-                rows.append(one_config(policy, workload, args, str(binary), smg_bin and str(smg_bin), home, logroot,
-                                       plan))
+                for front in fronts:
+                    if front != "single" and (workload == "gsp" or policy == "smg"):
+                        log(f"\n=== {workload}-{policy}-{front}: skipped (several replicas: only the script's own "
+                            f"client spreads requests, and only Switchboard policies)")
+                        continue
+                    rows.append(one_config(policy, workload, args, str(binary), smg_bin and str(smg_bin), home,
+                                           logroot, plan, front))
     finally:
         if not args.log_dir:
             import shutil
@@ -623,6 +733,8 @@ def main():
                   f"commit {machine['git']}")
     report.append(f"Sims: {args.workers} x `switchboard sim --kv-capacity-tokens {args.kv_capacity} --time-scale "
                   f"{args.time_scale:g}` (fresh per row); concurrency {args.concurrency}; seed {args.seed}.")
+    if args.gateway_args:
+        report.append(f"Every `switchboard serve` also got: `{args.gateway_args}`.")
     if "gsp" in workloads:
         report.append(f"\n**Shared prefix** (bench_serving generated-shared-prefix: {w['groups']} groups x "
                       f"{w['prompts_per_group']} prompts, system {w['system_len']} + question {w['question_len']} "
@@ -637,6 +749,12 @@ def main():
         report.append(f"\n**Zipf groups** (own client, {w['zipf_requests']} requests, group ~ zipf s={args.zipf_s:g} over "
                       f"{w['groups']} groups, same prompt shape, input_ids to /generate, no warm-up):\n")
         report.append(fmt_table(rows, "zipf", args.time_scale))
+    if args.replicas > 1:
+        for wl in ("gsp_ids", "zipf"):
+            if wl in workloads and any(r["workload"] == wl and r["front"] != "single" for r in rows):
+                report.append(f"\n**Several replicas, {wl}** ({args.replicas} gateway processes with the same flags "
+                              f"in front of the same {args.workers} fresh sims; cached share from the sims):\n")
+                report.append(fmt_replica_table(rows, wl))
     report.append("\nAcceptance:\n")
     for c in checks:
         report.append(f"- [{'x' if c['pass'] else ' '}] {c['check']}: {c['detail']}")
@@ -652,6 +770,7 @@ def main():
         "settings": {"workload": w, "workers": args.workers, "kv_capacity_tokens": args.kv_capacity,
                      "time_scale": args.time_scale, "concurrency": args.concurrency, "seed": args.seed,
                      "zipf_s": args.zipf_s, "policies": policies, "workloads": workloads,
+                     "replicas": args.replicas, "fronts": fronts, "gateway_args": args.gateway_args,
                      "cached_share_counts": "all requests the sims served, incl. bench_serving's 1 warm-up",
                      "ttft_units": "ttft_*_ms: client wall clock (scaled sim time); ttft_*_model_ms = wall / time_scale"},
         "results": rows,

@@ -35,13 +35,15 @@ pub struct ServeConfig {
     pub admission: crate::server::admission::AdmissionConfig,
     #[command(flatten)]
     pub reliability: crate::relay::reliability::ReliabilityConfig,
+    #[command(flatten)]
+    pub discovery: crate::discovery::DiscoveryConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,
     /// Directory with tokenizer.json and tokenizer_config.json. Omitted: the bundled SmolLM2 tokenizer.
     #[arg(long, alias = "tokenizer-path")]
     pub model_path: Option<PathBuf>,
-    /// Name clients use in `model`; defaults to the workers' own name (from /v1/models) or the tokenizer folder's name.
+    /// Name clients use in `model`; defaults to the tokenizer folder's name (bundled: SmolLM2's).
     #[arg(long)]
     pub served_model_name: Option<String>,
     /// A Jinja chat template file overriding the tokenizer's.
@@ -162,6 +164,9 @@ impl ServeConfig {
     fn validated(self) -> Result<ServeConfig, ConfigError> {
         for url in &self.worker_urls {
             crate::workers::validate_url(url).map_err(ConfigError::Invalid)?;
+        }
+        if self.discovery.service_discovery {
+            self.discovery.rules().map_err(ConfigError::Invalid)?;
         }
         if self.max_body_bytes == 0 {
             return Err(ConfigError::Invalid(

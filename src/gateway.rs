@@ -26,6 +26,8 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Bind(#[from] crate::net::BindError),
+    #[error(transparent)]
+    Discovery(#[from] crate::discovery::watch::DiscoveryError),
 }
 
 pub struct Gateway {
@@ -102,6 +104,9 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
             state.client.clone(),
             Duration::from_millis(c.load_poll_interval_ms),
         );
+    }
+    if c.discovery.service_discovery {
+        crate::discovery::watch::spawn(Arc::clone(&state), &c.discovery).await?;
     }
     let (tcp, local) = crate::net::bind(&c.host, c.port).await?;
     let metrics_addr = match c.prometheus_port {

@@ -11,11 +11,13 @@
 //!   → metrics        TTFT, ITL, TPOT, E2E and stage durations, observed when the response really ends
 //! ```
 //!
+//! `discovery` keeps the worker set in step with Kubernetes pods (`--service-discovery`).
 //! `sim` is a simulated SGLang worker (engine model + HTTP server) used by tests, demos and benchmarks.
 
 pub mod bundled;
 pub mod commands;
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod gateway;
 pub mod metrics;

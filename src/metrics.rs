@@ -97,6 +97,8 @@ pub struct Metrics {
     pub prefix_index_tokens: prometheus::IntGauge,
     pub retries: IntCounter,
     pub migrations: IntCounterVec,
+    /// Workers added or removed by service discovery.
+    pub discovery_changes: IntCounterVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -257,9 +259,18 @@ impl Metrics {
         registry.register(Box::new(retries.clone()))?;
         let migrations = IntCounterVec::new(Opts::new("switchboard_migrations_total", "Generations whose worker failed mid-stream, by whether another worker continued them"), &["outcome"])?;
         registry.register(Box::new(migrations.clone()))?;
+        let discovery_changes = IntCounterVec::new(
+            Opts::new(
+                "switchboard_discovery_changes_total",
+                "Workers added or removed by Kubernetes service discovery",
+            ),
+            &["change"],
+        )?;
+        registry.register(Box::new(discovery_changes.clone()))?;
         Ok(Metrics {
             retries,
             migrations,
+            discovery_changes,
             worker_breaker_open,
             breaker_transitions,
             picks,

@@ -11,8 +11,9 @@
 //! successors, always the same ones, instead of piling onto one worker.
 //!
 //! The ring is rebuilt only when the candidate list (healthy workers, in order) changes, detected
-//! by a fingerprint; points hash only the worker id, so a rebuild is the same ring minus or plus
-//! that worker's points.
+//! by a fingerprint. Points hash only the worker's URL, so a rebuild is the same ring minus or
+//! plus that worker's points, and every replica (or a restarted gateway) builds the same ring
+//! whatever order it learnt its workers in.
 
 use std::sync::{Arc, RwLock};
 
@@ -78,7 +79,10 @@ impl ConsistentHash {
         let mut points: Vec<(u64, usize)> = workers
             .iter()
             .enumerate()
-            .flat_map(|(i, w)| (0..VNODES).map(move |v| (mix64((u64::from(w.id.0) << 32) | v), i)))
+            .flat_map(|(i, w)| {
+                let base = hash_str(&w.url);
+                (0..VNODES).map(move |v| (mix64(base ^ v.wrapping_mul(0x9e37_79b9_7f4a_7c15)), i))
+            })
             .collect();
         points.sort_unstable();
         let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
@@ -216,5 +220,32 @@ mod tests {
             }
         }
         assert_eq!(p.pick(&RouteRequest::default(), &[]), None);
+    }
+
+    #[test]
+    fn replicas_that_learnt_workers_in_another_order_agree() {
+        let urls: Vec<String> = (0..5).map(|i| format!("http://10.0.0.{i}:8000")).collect();
+        let one: Vec<Arc<Worker>> = urls
+            .iter()
+            .enumerate()
+            .map(|(i, u)| Arc::new(Worker::new(WorkerId(i as u32), u).unwrap()))
+            .collect();
+        // Another replica: the same workers discovered in reverse order, so other ids.
+        let other: Vec<Arc<Worker>> = urls
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, u)| Arc::new(Worker::new(WorkerId(i as u32), u).unwrap()))
+            .collect();
+        let (r1, r2): (Vec<_>, Vec<_>) = (one.iter().collect(), other.iter().collect());
+        let (p1, p2) = (ConsistentHash::new(1.25, 16), ConsistentHash::new(1.25, 16));
+        for s in 0..200 {
+            let key = format!("session-{s}");
+            assert_eq!(
+                one[pick_key(&p1, &key, &r1)].url,
+                other[pick_key(&p2, &key, &r2)].url,
+                "{key}"
+            );
+        }
     }
 }

@@ -49,14 +49,8 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    match app.registry.add(&req.url) {
-        Ok(worker) => {
-            app.policy.on_workers_changed(&app.registry.ids());
-            let probe = Arc::clone(&worker);
-            let client = app.client.clone();
-            tokio::spawn(async move { crate::workers::health::check_now(&client, &probe).await });
-            (StatusCode::CREATED, axum::Json(describe(&worker))).into_response()
-        }
+    match app.add_worker(&req.url) {
+        Ok(worker) => (StatusCode::CREATED, axum::Json(describe(&worker))).into_response(),
         Err(RegistryError::Duplicate(url)) => (
             StatusCode::CONFLICT,
             axum::Json(
@@ -76,11 +70,8 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
 
 /// Removes a worker: no new requests go to it; those in flight finish.
 pub async fn remove(State(app): State<Arc<AppState>>, Path(id): Path<u32>) -> Response {
-    match app.registry.remove(WorkerId(id)) {
-        Some(_) => {
-            app.policy.on_workers_changed(&app.registry.ids());
-            StatusCode::NO_CONTENT.into_response()
-        }
+    match app.remove_worker(WorkerId(id)) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
         None => GatewayError::NotFound.into_response(),
     }
 }

@@ -2,6 +2,7 @@
 //! 127.0.0.1, killed when dropped; every wait is bounded.
 #![allow(dead_code)]
 
+pub mod fake_kube;
 pub mod python;
 
 use std::net::TcpListener;
@@ -46,9 +47,14 @@ pub fn repo_path(rel: &str) -> String {
 }
 
 fn spawn(args: &[String]) -> Child {
+    spawn_env(args, &[])
+}
+
+fn spawn_env(args: &[String], env: &[(&str, &str)]) -> Child {
     let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
     Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(if quiet {
             Stdio::null()
         } else {
@@ -94,6 +100,11 @@ pub async fn sim(extra: &[&str]) -> Proc {
 
 /// The gateway in front of `workers`, ready (a healthy worker) before it returns.
 pub async fn gateway(workers: &[&Proc], extra: &[&str]) -> Proc {
+    gateway_env(workers, extra, &[]).await
+}
+
+/// [`gateway`] with extra environment variables.
+pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]) -> Proc {
     let port = free_port();
     let mut args = vec!["serve".to_string(), "--port".into(), port.to_string()];
     if !extra.contains(&"--health-check-interval-secs") {
@@ -105,7 +116,7 @@ pub async fn gateway(workers: &[&Proc], extra: &[&str]) -> Proc {
         args.extend(workers.iter().map(|w| w.url.clone()));
     }
     let p = Proc {
-        child: spawn(&args),
+        child: spawn_env(&args, env),
         url: format!("http://127.0.0.1:{port}"),
         port,
     };

@@ -1,0 +1,147 @@
+//! Turns pod events into worker-set changes. Only workers this module added are ever removed by
+//! it: a URL also given with `--worker-urls` or `POST /workers` stays the operator's.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::config::Rules;
+use super::pod::{self, PodState};
+use crate::server::AppState;
+use crate::workers::{RegistryError, Worker, WorkerId};
+
+const MODEL_QUERY_TIMEOUT: Duration = Duration::from_secs(3);
+
+struct Owned {
+    url: String,
+    id: WorkerId,
+}
+
+pub struct Reconciler {
+    app: Arc<AppState>,
+    rules: Rules,
+    owned: HashMap<String, Owned>,
+}
+
+impl Reconciler {
+    pub fn new(app: Arc<AppState>, rules: Rules) -> Reconciler {
+        Reconciler {
+            app,
+            rules,
+            owned: HashMap::new(),
+        }
+    }
+
+    /// A pod was listed, added or changed.
+    pub async fn apply(&mut self, pod: &Pod) {
+        let key = pod::key(pod);
+        match pod::evaluate(pod, &self.rules) {
+            PodState::Excluded(why) => self.remove(&key, &why),
+            PodState::Serving { url, model } => {
+                if self.owned.get(&key).is_some_and(|o| o.url == url) {
+                    return;
+                }
+                self.remove(&key, "its address changed");
+                // A worker whose model cannot be told is left out and tried again on its next
+                // event or re-list, never registered under an unknown model.
+                match self.check_model(&url, model).await {
+                    Ok(()) => self.add(key, url),
+                    Err(why) => {
+                        tracing::warn!(pod = %key, %url, reason = %why, "pod not added as a worker")
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn delete(&mut self, pod: &Pod) {
+        self.remove(&pod::key(pod), "deleted");
+    }
+
+    /// After a full list: pods no longer listed were deleted while no watch saw it.
+    pub fn keep_only(&mut self, listed: &HashSet<String>) {
+        let gone: Vec<String> = self
+            .owned
+            .keys()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove(&key, "missing from the latest list");
+        }
+    }
+
+    fn add(&mut self, key: String, url: String) {
+        match self.app.add_worker(&url) {
+            Ok(worker) => {
+                tracing::info!(pod = %key, %url, id = worker.id.0, "worker added");
+                self.app
+                    .metrics
+                    .discovery_changes
+                    .with_label_values(&["added"])
+                    .inc();
+                self.owned.insert(key, Owned { url, id: worker.id });
+            }
+            Err(RegistryError::Duplicate(_)) => {
+                tracing::info!(pod = %key, %url, "worker already registered by the operator")
+            }
+            Err(e) => tracing::warn!(pod = %key, %url, error = %e, "pod not added as a worker"),
+        }
+    }
+
+    fn remove(&mut self, key: &str, why: &str) {
+        let Some(owned) = self.owned.remove(key) else {
+            tracing::debug!(pod = %key, reason = %why, "pod is not a worker");
+            return;
+        };
+        if self.app.remove_worker(owned.id).is_some() {
+            tracing::info!(pod = %key, url = %owned.url, reason = %why, "worker removed");
+            self.app
+                .metrics
+                .discovery_changes
+                .with_label_values(&["removed"])
+                .inc();
+        }
+    }
+
+    async fn check_model(&self, url: &str, declared: Option<String>) -> Result<(), String> {
+        let ours = &*self.app.model;
+        let names = match declared {
+            Some(name) => vec![name],
+            None => self.worker_models(url).await?,
+        };
+        if names.iter().any(|n| pod::same_model(n, ours)) {
+            Ok(())
+        } else {
+            Err(format!("it serves {names:?}, not `{ours}`"))
+        }
+    }
+
+    /// The model ids a worker reports on `/v1/models`.
+    async fn worker_models(&self, url: &str) -> Result<Vec<String>, String> {
+        let worker = Worker::new(WorkerId(u32::MAX), url)?;
+        let (status, body) = self
+            .app
+            .client
+            .get(&worker, "/v1/models", MODEL_QUERY_TIMEOUT)
+            .await
+            .map_err(|e| format!("cannot read its model from /v1/models: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("/v1/models answered {status}"));
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| format!("/v1/models is not JSON: {e}"))?;
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["id"].as_str().map(str::to_owned))
+            .collect();
+        if ids.is_empty() {
+            return Err("/v1/models lists no model".into());
+        }
+        Ok(ids)
+    }
+}
