@@ -87,6 +87,8 @@ pub struct Metrics {
     pub completion_tokens: IntCounter,
     pub cached_tokens: IntCounter,
     pub client_aborts: IntCounter,
+    /// Tokens workers generated after the client left, until our abort reached them.
+    pub tokens_after_client_left: IntCounter,
     upstream_errors: IntCounterVec,
     pub worker_in_flight: IntGaugeVec,
     pub worker_healthy: IntGaugeVec,
@@ -286,6 +288,10 @@ impl Metrics {
             completion_tokens: counter(
                 "switchboard_completion_tokens_total",
                 "Tokens generated for clients",
+            )?,
+            tokens_after_client_left: counter(
+                "switchboard_tokens_after_client_left_total",
+                "Tokens workers generated after the client left, until the abort reached them",
             )?,
             cached_tokens: counter(
                 "switchboard_cached_tokens_total",

@@ -146,6 +146,47 @@ async fn client_disconnect_non_stream_aborts_on_worker() {
     support::sim_aborted_and_idle(&sim.url).await;
 }
 
+/// What a worker generates between the client leaving and the abort landing is counted: here
+/// the worker's scheduler takes the abort 300 ms late, at one token per 20 ms.
+#[tokio::test]
+async fn tokens_generated_after_the_client_left_are_counted() {
+    let sim = support::sim(&[
+        "--decode-base-us",
+        "20000",
+        "--fault-abort-delay-secs",
+        "0.3",
+    ])
+    .await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2000, "stream": true});
+    let mut resp = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    for _ in 0..5 {
+        resp.chunk().await.expect("chunk").expect("some bytes");
+    }
+    drop(resp);
+    support::sim_aborted_and_idle(&sim.url).await;
+    let generated = support::sim_metric(&sim.url, "sglang:generation_tokens_total").await;
+    support::eventually("the leftover tokens are counted", || async {
+        let text = support::metrics_text(&gw.url).await;
+        let received = support::metric_sum(&text, "switchboard_completion_tokens_total");
+        let left = support::metric_sum(&text, "switchboard_tokens_after_client_left_total");
+        received > 0.0 && left > 0.0 && received + left == generated
+    })
+    .await;
+    let text = support::metrics_text(&gw.url).await;
+    let left = support::metric_sum(&text, "switchboard_tokens_after_client_left_total");
+    // 300 ms at 20 ms a token, less scheduling slack.
+    assert!(
+        left >= 5.0,
+        "only {left} tokens counted after the client left"
+    );
+}
+
 /// Acceptance: after a run, TTFT/E2E/TPOT counts equal the requests made, ITL counts the
 /// tokens after the first chunk, and the E2E sum fits inside what the client measured.
 #[tokio::test]

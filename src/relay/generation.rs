@@ -284,8 +284,12 @@ async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
 impl Drop for Generation {
     fn drop(&mut self) {
         if !self.done {
-            // The client left before the end; the armed abort tells the worker.
+            // The client left before the end; the armed abort tells the worker (when `leg`
+            // drops, after this), and what it generates until then is counted.
             self.app.metrics.client_aborts.inc();
+            self.leg
+                .upstream
+                .count_leftover(self.app.metrics.tokens_after_client_left.clone());
             self.done = true;
             self.record(499);
         }

@@ -30,6 +30,10 @@ pub struct FaultConfig {
     /// Accept TCP connections and close them at once, without an HTTP answer.
     #[arg(long = "fault-refuse-connections")]
     pub refuse_connections: bool,
+    /// `/abort_request` takes effect this many seconds late (a busy scheduler), so the request
+    /// keeps generating meanwhile.
+    #[arg(long = "fault-abort-delay-secs", default_value_t = 0.0)]
+    pub abort_delay_secs: f64,
 }
 
 pub struct Faults {

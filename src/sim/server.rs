@@ -226,7 +226,16 @@ async fn abort_request(State(s): State<Arc<SimState>>, body: Bytes) -> Response 
     // An empty rid without abort_all is ignored, as in SGLang.
     if !req.rid.is_empty() || req.abort_all {
         s.metrics.abort_requests.inc();
-        s.driver.abort_by_rid(&req.rid, req.abort_all);
+        let delay = s.faults.get().abort_delay_secs;
+        if delay > 0.0 {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+                s.driver.abort_by_rid(&req.rid, req.abort_all);
+            });
+        } else {
+            s.driver.abort_by_rid(&req.rid, req.abort_all);
+        }
     }
     StatusCode::OK.into_response()
 }

@@ -17,6 +17,9 @@ use crate::workers::Worker;
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
 
+/// How long a worker may go on streaming after the client left before we stop listening.
+const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What one upstream chunk added.
 #[derive(Debug, Default)]
 pub struct Delta {
@@ -29,7 +32,8 @@ pub struct Delta {
 }
 
 pub struct GenerateStream {
-    body: Incoming,
+    /// `None` once handed to [`GenerateStream::count_leftover`].
+    body: Option<Incoming>,
     parser: SseParser,
     worker: Arc<Worker>,
     text_len: usize,
@@ -66,7 +70,7 @@ pub async fn start(
         .post_json(&worker, "/generate", Bytes::from(body))
         .await?;
     Ok(GenerateStream {
-        body: resp.into_body(),
+        body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker,
         text_len: 0,
@@ -105,7 +109,10 @@ impl GenerateStream {
                 Ok(None) => {}
                 Err(e) => return Err(self.protocol(e.to_string())),
             }
-            match self.body.frame().await {
+            let Some(body) = self.body.as_mut() else {
+                return Err(self.broken("stream already handed over"));
+            };
+            match body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.parser.push(&data);
@@ -132,7 +139,10 @@ impl GenerateStream {
     /// a connection to its pool only once the body was read to its end, and without that every
     /// request would open a new TCP connection to the worker.
     async fn drain(&mut self) {
-        let rest = async { while let Some(Ok(_)) = self.body.frame().await {} };
+        let Some(body) = self.body.as_mut() else {
+            return;
+        };
+        let rest = async { while let Some(Ok(_)) = body.frame().await {} };
         // The worker ends the body right after `[DONE]`; don't wait on one that doesn't.
         let _ = tokio::time::timeout(std::time::Duration::from_millis(500), rest).await;
     }
@@ -236,6 +246,48 @@ impl GenerateStream {
             self.stop_matched = Some(m.to_owned());
         }
         Ok(delta.text.to_owned())
+    }
+
+    /// The client left: keeps reading what the worker still sends until our abort lands (at
+    /// most `LEFTOVER_WAIT`), adding the tokens it generated for nobody to `counter`. Reading
+    /// the body to its end also lets the connection go back to the pool.
+    pub fn count_leftover(&mut self, counter: prometheus::IntCounter) {
+        if self.finished {
+            return;
+        }
+        let Some(mut body) = self.body.take() else {
+            return;
+        };
+        let mut parser = std::mem::replace(&mut self.parser, SseParser::new(0));
+        let received = self.completion_tokens;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut last = received;
+            let read = async {
+                loop {
+                    while let Ok(Some(ev)) = parser.next_event() {
+                        if ev.is_done() {
+                            return;
+                        }
+                        if let Ok(chunk) = serde_json::from_slice::<GenerateChunk>(&ev.data) {
+                            last = last.max(chunk.meta_info.completion_tokens);
+                        }
+                    }
+                    match body.frame().await {
+                        Some(Ok(frame)) => {
+                            if let Ok(data) = frame.into_data() {
+                                parser.push(&data);
+                            }
+                        }
+                        _ => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
+            counter.inc_by(u64::from(last.saturating_sub(received)));
+        });
     }
 
     /// The output ids received so far.
