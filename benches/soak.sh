@@ -6,7 +6,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${SOAK_SECS:-600}
+# The load runs SOAK_WARMUP_SECS (default 60) before the measured window: the gateway's bounded
+# caches (tokenizer chunk cache, prefix index) fill to their budgets in that time. RSS is reported
+# cold (first sample under load), at the window's start and at its end; growth is end vs start.
+warmup=${SOAK_WARMUP_SECS:-60}
 bin=target/release/switchboard
+# Build the load client first so the timeline below starts with the load.
+cargo bench --bench load --no-run >/dev/null 2>&1
 out=${SOAK_OUT:-$(mktemp -d)}
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
@@ -22,13 +28,23 @@ sleep 1
 pids+=("$gw")
 sleep 3
 inflight() { curl -s "127.0.0.1:$pg/metrics" | awk '/^switchboard_worker_in_flight_requests/ {s+=$2} END {print s+0}'; }
-( for _ in $(seq 0 $((secs / 30 + 1))); do
-    echo "$(date +%s) rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)"
-    sleep 30
-  done ) >"$out/rss.log" & pids+=($!)
+gauge() { curl -s "127.0.0.1:$pg/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+sample() {
+  echo "t=$(($(date +%s) - t0)) rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)" \
+       "tokenizer_cache_tokens=$(gauge switchboard_tokenizer_cache_tokens)" \
+       "prefix_index_tokens=$(gauge switchboard_prefix_index_tokens)"
+}
+t0=$(date +%s)
+( sleep 10; sample; sleep $((warmup - 10)); echo "start of window: $(sample)"
+  for _ in $(seq 1 $((secs / 30))); do sleep 30; sample; done ) >"$out/rss.log" & pids+=($!)
 cargo bench --bench load -- --target "http://127.0.0.1:$pg" --target-pid "$gw" --skip-direct --stream \
-    --concurrency 500 --max-tokens 64 --warmup 5 --secs "$secs" --json "$out/load.json" | tee "$out/load.txt"
+    --concurrency 500 --max-tokens 64 --warmup "$warmup" --secs "$secs" --json "$out/load.json" | tee "$out/load.txt"
+echo "end of window: $(sample)" >>"$out/rss.log"
 sleep 5
-echo "after: rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)" | tee -a "$out/rss.log"
+echo "after: $(sample)" >>"$out/rss.log"
+cat "$out/rss.log"
+awk '/^start of window/ {for (i = 1; i <= NF; i++) if ($i ~ /^rss_kib=/) {split($i, a, "="); s = a[2]}}
+     /^end of window/   {for (i = 1; i <= NF; i++) if ($i ~ /^rss_kib=/) {split($i, a, "="); e = a[2]}}
+     END {if (s > 0) printf "RSS growth over the window: %.1f MiB -> %.1f MiB (%+.1f %%)\n", s/1024, e/1024, (e-s)*100/s}' "$out/rss.log"
 curl -s "127.0.0.1:$pg/metrics" | grep -E '^switchboard_(requests_total|upstream_errors_total|worker_in_flight)' | tee "$out/metrics.txt"
 echo "soak results in $out"

@@ -266,6 +266,14 @@ impl Tokenizer {
         self.inner.segmenter.is_some()
     }
 
+    /// Tokens held by the segment cache (0 when it is off).
+    pub fn cached_tokens(&self) -> usize {
+        self.inner
+            .segmenter
+            .as_ref()
+            .map_or(0, |seg| seg.cached_tokens())
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TokenizeError> {
         self.inner
             .hf

@@ -399,3 +399,28 @@ async fn separate_metrics_listener_and_json_logs() {
     assert!(text.contains("switchboard_worker_healthy"), "{text}");
     drop(gw);
 }
+
+/// The tokenizer's segment cache reports what it holds: its start-up self-check, then the long
+/// prompt too.
+#[tokio::test]
+async fn tokenizer_cache_size_is_exported() {
+    let sim = support::sim(&[]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let gauge = |text: &str| support::metric(text, "switchboard_tokenizer_cache_tokens");
+    let before = gauge(&support::metrics_text(&gw.url).await).expect("gauge exported");
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(40);
+    let body =
+        json!({"model": MODEL, "messages": [{"role":"user","content": long}], "max_tokens": 2});
+    let r = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let after = gauge(&support::metrics_text(&gw.url).await).unwrap_or(0.0);
+    assert!(
+        after - before >= 300.0,
+        "cache grew {before} -> {after} tokens on a ~360-token prompt"
+    );
+}

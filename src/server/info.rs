@@ -60,6 +60,9 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     if let Some(tokens) = app.policy.index_tokens() {
         app.metrics.prefix_index_tokens.set(tokens as i64);
     }
+    app.metrics
+        .tokenizer_cache_tokens
+        .set(app.tokenizer.cached_tokens() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
     for w in app.registry.snapshot().iter() {
         app.metrics

@@ -47,6 +47,7 @@ struct TwoGenerations {
     current: HashMap<(u64, usize), Arc<[u32]>>,
     previous: HashMap<(u64, usize), Arc<[u32]>>,
     current_tokens: usize,
+    previous_tokens: usize,
 }
 
 impl TwoGenerations {
@@ -55,6 +56,7 @@ impl TwoGenerations {
             return Some(Arc::clone(ids));
         }
         let ids = self.previous.remove(&key)?;
+        self.previous_tokens -= ids.len();
         self.insert(key, Arc::clone(&ids));
         Some(ids)
     }
@@ -62,10 +64,14 @@ impl TwoGenerations {
     fn insert(&mut self, key: (u64, usize), ids: Arc<[u32]>) {
         if self.current_tokens + ids.len() > CACHE_BUDGET_TOKENS / 2 {
             self.previous = std::mem::take(&mut self.current);
+            self.previous_tokens = self.current_tokens;
             self.current_tokens = 0;
         }
         self.current_tokens += ids.len();
-        self.current.insert(key, ids);
+        // Two threads that missed the same key both insert it: count it once.
+        if let Some(replaced) = self.current.insert(key, ids) {
+            self.current_tokens -= replaced.len();
+        }
     }
 }
 
@@ -83,6 +89,12 @@ impl Segmenter {
             first_bytes,
             cache: Mutex::new(TwoGenerations::default()),
         }
+    }
+
+    /// Tokens held by the cache, both generations.
+    pub fn cached_tokens(&self) -> usize {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.current_tokens + cache.previous_tokens
     }
 
     /// Ids of `text`. Long segments (text between special tokens) are cut into chunks and served
@@ -287,6 +299,33 @@ mod tests {
             vec![13],
             "short prompts are one plain call"
         );
+    }
+
+    #[test]
+    fn cache_stays_within_its_budget_and_counts_what_it_holds() {
+        let mut cache = TwoGenerations::default();
+        let chunk: Arc<[u32]> = vec![0u32; 1000].into();
+        for i in 0..(3 * CACHE_BUDGET_TOKENS / 1000) {
+            cache.insert((i as u64, 0), Arc::clone(&chunk));
+            let held: usize = cache
+                .current
+                .values()
+                .chain(cache.previous.values())
+                .map(|v| v.len())
+                .sum();
+            assert_eq!(cache.current_tokens + cache.previous_tokens, held);
+            assert!(held <= CACHE_BUDGET_TOKENS, "{held}");
+        }
+        // A hit in the previous generation moves the entry forward without double counting.
+        let old_key = *cache.previous.keys().next().unwrap();
+        assert!(cache.get(old_key).is_some());
+        let held: usize = cache
+            .current
+            .values()
+            .chain(cache.previous.values())
+            .map(|v| v.len())
+            .sum();
+        assert_eq!(cache.current_tokens + cache.previous_tokens, held);
     }
 
     #[test]
