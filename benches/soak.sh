@@ -6,10 +6,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${SOAK_SECS:-600}
-# The load runs SOAK_WARMUP_SECS (default 60) before the measured window: the gateway's bounded
+# The load runs SOAK_WARMUP_SECS (default 300) before the measured window: the gateway's bounded
 # caches (tokenizer chunk cache, prefix index) fill to their budgets in that time. RSS is reported
 # cold (first sample under load), at the window's start and at its end; growth is end vs start.
-warmup=${SOAK_WARMUP_SECS:-60}
+warmup=${SOAK_WARMUP_SECS:-300}
 bin=target/release/switchboard
 # Build the load client first so the timeline below starts with the load.
 cargo bench --bench load --no-run >/dev/null 2>&1
@@ -35,8 +35,9 @@ sample() {
        "prefix_index_tokens=$(gauge switchboard_prefix_index_tokens)"
 }
 t0=$(date +%s)
+: >"$out/rss.log"
 ( sleep 10; sample; sleep $((warmup - 10)); echo "start of window: $(sample)"
-  for _ in $(seq 1 $((secs / 30))); do sleep 30; sample; done ) >"$out/rss.log" & pids+=($!)
+  for _ in $(seq 1 $((secs / 30 - 1))); do sleep 30; sample; done ) >>"$out/rss.log" & pids+=($!)
 cargo bench --bench load -- --target "http://127.0.0.1:$pg" --target-pid "$gw" --skip-direct --stream \
     --concurrency 500 --max-tokens 64 --warmup "$warmup" --secs "$secs" --json "$out/load.json" | tee "$out/load.txt"
 echo "end of window: $(sample)" >>"$out/rss.log"

@@ -53,20 +53,10 @@ async fn expect_workers(gw: &str, want: &[&Proc], what: &str) {
 }
 
 async fn chat(gw: &str) -> Result<(), String> {
-    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
-                      "max_tokens": 4, "stream": true});
-    let r = support::client()
-        .post(format!("{gw}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = r.status().as_u16();
-    let text = r.text().await.map_err(|e| e.to_string())?;
-    if status != 200 || !text.contains("[DONE]") {
-        return Err(format!("{status}: {text}"));
+    match support::stream_chat(gw, "hi".into()).await? {
+        200 => Ok(()),
+        status => Err(format!("status {status}")),
     }
-    Ok(())
 }
 
 async fn changes(gw: &str, change: &str) -> f64 {

@@ -90,20 +90,26 @@ async fn golden_ids_qwen3() {
     golden_ids_reach_the_worker("qwen3").await;
 }
 
+/// A 2,000-token chat stream, started (200).
+async fn open_long_stream(gw: &str) -> reqwest::Response {
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"tell me a long story"}], "max_tokens": 2000, "stream": true});
+    let resp = support::client()
+        .post(format!("{gw}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 200);
+    resp
+}
+
 /// Acceptance: a client that leaves mid-stream makes the gateway abort the worker's request.
 #[tokio::test]
 async fn client_disconnect_mid_stream_aborts_on_worker() {
     // Slow decode so the stream is still running when the client leaves.
     let sim = support::sim(&["--decode-base-us", "20000"]).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"tell me a long story"}], "max_tokens": 2000, "stream": true});
-    let mut resp = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 200);
+    let mut resp = open_long_stream(&gw.url).await;
     let first = resp.chunk().await.expect("chunk").expect("some bytes");
     assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
     assert_eq!(support::sim_busy(&sim.url).await, 1);
@@ -158,13 +164,7 @@ async fn tokens_generated_after_the_client_left_are_counted() {
     ])
     .await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}], "max_tokens": 2000, "stream": true});
-    let mut resp = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
+    let mut resp = open_long_stream(&gw.url).await;
     for _ in 0..5 {
         resp.chunk().await.expect("chunk").expect("some bytes");
     }

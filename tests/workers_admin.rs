@@ -42,22 +42,6 @@ async fn admin_routes_need_the_admin_key() {
     assert_eq!(r.status().as_u16(), 401);
 }
 
-async fn chat(gw: &str, i: usize) -> Result<u16, String> {
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content": format!("q{i}")}], "max_tokens": 8, "stream": true});
-    let r = support::client()
-        .post(format!("{gw}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = r.status().as_u16();
-    let text = r.text().await.map_err(|e| e.to_string())?;
-    if status == 200 && !text.contains("[DONE]") {
-        return Err(format!("stream without [DONE]: {text}"));
-    }
-    Ok(status)
-}
-
 async fn picks(gw: &str, worker: &str) -> f64 {
     let text = support::client()
         .get(format!("{gw}/metrics"))
@@ -86,7 +70,9 @@ async fn removing_and_adding_workers_under_load_fails_nothing() {
     let load = tokio::spawn(async move {
         let mut results = Vec::new();
         for round in 0..20 {
-            let batch: Vec<_> = (0..8).map(|i| chat(&url, round * 8 + i)).collect();
+            let batch: Vec<_> = (0..8)
+                .map(|i| support::stream_chat(&url, format!("q{}", round * 8 + i)))
+                .collect();
             results.extend(futures_util::future::join_all(batch).await);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -232,7 +218,10 @@ async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for i in 0..6 {
-        assert_eq!(chat(&gw.url, i).await, Ok(200));
+        assert_eq!(
+            support::stream_chat(&gw.url, format!("q{i}")).await,
+            Ok(200)
+        );
     }
 }
 

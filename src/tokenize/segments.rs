@@ -301,30 +301,25 @@ mod tests {
         );
     }
 
+    fn held_tokens(cache: &TwoGenerations) -> usize {
+        let all = cache.current.values().chain(cache.previous.values());
+        all.map(|v| v.len()).sum()
+    }
+
     #[test]
     fn cache_stays_within_its_budget_and_counts_what_it_holds() {
         let mut cache = TwoGenerations::default();
         let chunk: Arc<[u32]> = vec![0u32; 1000].into();
         for i in 0..(3 * CACHE_BUDGET_TOKENS / 1000) {
             cache.insert((i as u64, 0), Arc::clone(&chunk));
-            let held: usize = cache
-                .current
-                .values()
-                .chain(cache.previous.values())
-                .map(|v| v.len())
-                .sum();
+            let held = held_tokens(&cache);
             assert_eq!(cache.current_tokens + cache.previous_tokens, held);
             assert!(held <= CACHE_BUDGET_TOKENS, "{held}");
         }
         // A hit in the previous generation moves the entry forward without double counting.
         let old_key = *cache.previous.keys().next().unwrap();
         assert!(cache.get(old_key).is_some());
-        let held: usize = cache
-            .current
-            .values()
-            .chain(cache.previous.values())
-            .map(|v| v.len())
-            .sum();
+        let held = held_tokens(&cache);
         assert_eq!(cache.current_tokens + cache.previous_tokens, held);
     }
 

@@ -217,3 +217,21 @@ pub async fn sim_aborted_and_idle(sim_url: &str) {
     .await;
     eventually("worker idle", || async { sim_busy(sim_url).await == 0 }).await;
 }
+
+/// A short streamed chat through `gw`: its status, or why it was not a complete stream.
+pub async fn stream_chat(gw: &str, content: String) -> Result<u16, String> {
+    let body = serde_json::json!({"model": MODEL, "messages": [{"role": "user", "content": content}],
+                                  "max_tokens": 8, "stream": true});
+    let r = client()
+        .post(format!("{gw}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    let text = r.text().await.map_err(|e| e.to_string())?;
+    if status == 200 && !text.contains("[DONE]") {
+        return Err(format!("stream without [DONE]: {text}"));
+    }
+    Ok(status)
+}
