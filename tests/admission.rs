@@ -114,14 +114,7 @@ async fn streams_hold_slots_until_their_body_ends_then_queue_then_429() {
     let short = chat_body(1, false);
     let (a, b) = tokio::join!(post(&gw, &short, None), post(&gw, &short, None));
     assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
-    let metrics = support::client()
-        .get(format!("{}/metrics", gw.url))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let metrics = support::metrics_text(&gw.url).await;
     assert_eq!(
         count_429(&metrics),
         1.0,

@@ -93,12 +93,7 @@ async fn golden_ids_qwen3() {
 /// A 2,000-token chat stream, started (200).
 async fn open_long_stream(gw: &str) -> reqwest::Response {
     let body = json!({"model": MODEL, "messages": [{"role":"user","content":"tell me a long story"}], "max_tokens": 2000, "stream": true});
-    let resp = support::client()
-        .post(format!("{gw}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
+    let resp = support::post(format!("{gw}/v1/chat/completions"), &body).await;
     assert_eq!(resp.status().as_u16(), 200);
     resp
 }
@@ -115,14 +110,7 @@ async fn client_disconnect_mid_stream_aborts_on_worker() {
     assert_eq!(support::sim_busy(&sim.url).await, 1);
     drop(resp); // the client goes away
     support::sim_aborted_and_idle(&sim.url).await;
-    let text = support::client()
-        .get(format!("{}/metrics", gw.url))
-        .send()
-        .await
-        .expect("m")
-        .text()
-        .await
-        .expect("t");
+    let text = support::metrics_text(&gw.url).await;
     assert_eq!(
         support::metric_sum(&text, "switchboard_client_aborts_total"),
         1.0
@@ -272,12 +260,7 @@ async fn tools_requests_go_to_the_workers_openai_route() {
     let gw = support::gateway(&[&sim], &[]).await;
     let body = json!({"model": MODEL, "messages": [{"role":"user","content":"weather?"}], "max_tokens": 3,
         "tools": [{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{}}}}]});
-    let r = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(r.status().as_u16(), 200);
     let v: Value = r.json().await.expect("json");
     // The simulator's own OpenAI route answers with SGLang's fields (e.g. `matched_stop`).
@@ -325,12 +308,7 @@ async fn readiness_is_503_without_healthy_workers() {
         .expect("get");
     assert_eq!(r.status().as_u16(), 503);
     let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}]});
-    let r = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(r.status().as_u16(), 503);
 }
 
@@ -411,12 +389,7 @@ async fn tokenizer_cache_size_is_exported() {
     let long = "the quick brown fox jumps over the lazy dog ".repeat(40);
     let body =
         json!({"model": MODEL, "messages": [{"role":"user","content": long}], "max_tokens": 2});
-    let r = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(&body)
-        .send()
-        .await
-        .expect("send");
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(r.status().as_u16(), 200);
     let after = gauge(&support::metrics_text(&gw.url).await).unwrap_or(0.0);
     assert!(

@@ -138,14 +138,7 @@ async fn prefix_cache_visible_on_shared_prefix() {
     let sim = support::sim(SIM_FAST).await;
     bench(&py, &sim.url, "sglang", "generated-shared-prefix").await;
 
-    let text = support::client()
-        .get(format!("{}/metrics", sim.url))
-        .send()
-        .await
-        .expect("GET sim /metrics")
-        .text()
-        .await
-        .expect("sim /metrics body");
+    let text = support::metrics_text(&sim.url).await;
     let cached = support::metric_sum(&text, "sglang:cached_tokens_total");
     let prompt = support::metric_sum(&text, "sglang:prompt_tokens_total");
     assert!(prompt > 0.0, "no prompt tokens counted:\n{text}");

@@ -48,12 +48,7 @@ fn chat_body(content: &str, max_tokens: u32, stream: bool) -> Value {
 
 /// A streamed chat: (HTTP status, concatenated content, completion tokens from usage, saw [DONE], saw an error event).
 async fn stream_chat(gw: &Proc, body: &Value) -> (u16, String, u64, bool, bool) {
-    let r = support::client()
-        .post(format!("{}/v1/chat/completions", gw.url))
-        .json(body)
-        .send()
-        .await
-        .expect("send");
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), body).await;
     let status = r.status().as_u16();
     let text = r.text().await.unwrap_or_default();
     let (mut content, mut usage, mut done, mut error) = (String::new(), 0, false, false);
@@ -297,12 +292,8 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         let url = gw.url.clone();
         async move {
             let body = chat_body("short", 20, true);
-            support::client()
-                .post(format!("{url}/v1/chat/completions"))
-                .json(&body)
-                .send()
+            support::post(format!("{url}/v1/chat/completions"), &body)
                 .await
-                .expect("send")
                 .text()
                 .await
                 .unwrap_or_default()
@@ -360,12 +351,7 @@ async fn passthrough_streams_end_with_an_error_event_on_stall_or_reset() {
     ] {
         set_faults(&a, faults.clone()).await;
         let t = Instant::now();
-        let r = support::client()
-            .post(format!("{}/generate", gw.url))
-            .json(&body)
-            .send()
-            .await
-            .expect("send");
+        let r = support::post(format!("{}/generate", gw.url), &body).await;
         assert_eq!(r.status().as_u16(), 200);
         let text = r.text().await.expect("body");
         assert!(

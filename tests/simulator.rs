@@ -7,12 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 async fn post(url: &str, body: &Value) -> reqwest::Response {
-    support::client()
-        .post(url)
-        .json(body)
-        .send()
-        .await
-        .expect("send")
+    support::post(url, body).await
 }
 
 /// Time to the first SSE chunk of a streamed `/generate`.

@@ -155,12 +155,7 @@ async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
     let body = json!({"model": MODEL, "messages": [{"role":"user","content":"long"}], "max_tokens": 500, "stream": true});
     let mut streams = Vec::new();
     for _ in 0..2 {
-        let mut r = support::client()
-            .post(format!("{}/v1/chat/completions", gw.url))
-            .json(&body)
-            .send()
-            .await
-            .expect("send");
+        let mut r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
         r.chunk().await.expect("chunk");
         streams.push(r);
     }

@@ -135,6 +135,11 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
+/// POSTs a JSON body with [`client`]; panics only if nothing answered.
+pub async fn post(url: impl reqwest::IntoUrl, body: &serde_json::Value) -> reqwest::Response {
+    client().post(url).json(body).send().await.expect("send")
+}
+
 /// Reads a Prometheus sample value by its full series text (name + labels), e.g.
 /// `switchboard_e2e_request_latency_seconds_count{endpoint="chat",model="x"}`.
 pub fn metric(text: &str, series_prefix: &str) -> Option<f64> {
