@@ -31,7 +31,7 @@ inflight() { curl -s "127.0.0.1:$pg/metrics" | awk '/^switchboard_worker_in_flig
 gauge() { curl -s "127.0.0.1:$pg/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 sample() {
   echo "t=$(($(date +%s) - t0)) rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$gw/status") in_flight=$(inflight)" \
-       "tokenizer_cache_tokens=$(gauge switchboard_tokenizer_cache_tokens)" \
+       "tokenizer_cache_bytes=$(gauge switchboard_tokenizer_cache_bytes)" \
        "prefix_index_tokens=$(gauge switchboard_prefix_index_tokens)"
 }
 t0=$(date +%s)

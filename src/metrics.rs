@@ -97,7 +97,7 @@ pub struct Metrics {
     picks: IntCounterVec,
     prediction_error: Histogram,
     pub prefix_index_tokens: prometheus::IntGauge,
-    pub tokenizer_cache_tokens: prometheus::IntGauge,
+    pub tokenizer_cache_bytes: prometheus::IntGauge,
     pub retries: IntCounter,
     pub migrations: IntCounterVec,
     /// Workers added or removed by service discovery.
@@ -255,11 +255,11 @@ impl Metrics {
             "Tokens held by the routing prefix index",
         )?;
         registry.register(Box::new(prefix_index_tokens.clone()))?;
-        let tokenizer_cache_tokens = prometheus::IntGauge::new(
-            "switchboard_tokenizer_cache_tokens",
-            "Tokens held by the tokenizer's segment cache (bounded at 2M)",
+        let tokenizer_cache_bytes = prometheus::IntGauge::new(
+            "switchboard_tokenizer_cache_bytes",
+            "Estimated bytes held by the tokenizer's piece cache (bounded at 32 MiB)",
         )?;
-        registry.register(Box::new(tokenizer_cache_tokens.clone()))?;
+        registry.register(Box::new(tokenizer_cache_bytes.clone()))?;
         let retries = IntCounter::new(
             "switchboard_retries_total",
             "Requests re-sent to another worker before any byte reached the client",
@@ -284,7 +284,7 @@ impl Metrics {
             picks,
             prediction_error,
             prefix_index_tokens,
-            tokenizer_cache_tokens,
+            tokenizer_cache_bytes,
             latency,
             stages,
             requests,

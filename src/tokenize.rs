@@ -96,6 +96,18 @@ struct Inner {
     adds_nothing: bool,
 }
 
+/// Ids of `text` with the byte offset each token starts at (for splitting runs into pieces).
+fn encode_with_offsets(
+    hf: &tokenizers::Tokenizer,
+    text: &str,
+) -> Result<segments::Encoded, TokenizeError> {
+    let enc = hf
+        .encode(text, false)
+        .map_err(|e| TokenizeError::Encode(e.to_string()))?;
+    let starts = enc.get_offsets().iter().map(|&(start, _)| start);
+    Ok(enc.get_ids().iter().copied().zip(starts).collect())
+}
+
 /// Any serializable value as a template value (keeps map order).
 fn to_value<T: serde::Serialize>(v: T) -> Value {
     Value::from(Serde(v))
@@ -182,22 +194,33 @@ impl Tokenizer {
             }
         }
 
-        let splitters: Vec<(String, u32)> = hf
-            .get_added_tokens_decoder()
-            .into_iter()
-            .filter(|(_, t)| t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized)
-            .map(|(id, t)| (t.content, id))
+        let added = hf.get_added_tokens_decoder();
+        let splits = |t: &tokenizers::AddedToken| {
+            t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized
+        };
+        let splitters: Vec<(String, u32)> = added
+            .iter()
+            .filter(|(_, t)| splits(t))
+            .map(|(id, t)| (t.content.clone(), *id))
             .collect();
-        // Segment-wise encoding only where it provably gives the same ids on a hard sample.
-        let segmenter = Some(segments::Segmenter::new(splitters.clone())).filter(|seg| {
-            let sample = segments::self_check_sample(&splitters);
-            let plain = |t: &str| {
-                hf.encode_fast(t, false)
-                    .map(|e| e.get_ids().to_vec())
-                    .map_err(|e| TokenizeError::Encode(e.to_string()))
-            };
-            matches!((plain(&sample), seg.encode(&sample, &plain)), (Ok(a), Ok(b)) if a == b)
+        // The other added tokens are matched inside pieces: none may strip or hold whitespace.
+        let pieces_safe = added.values().filter(|t| !splits(t)).all(|t| {
+            !t.lstrip && !t.rstrip && !t.single_word && !t.content.contains(char::is_whitespace)
         });
+        // Piecewise encoding only where it provably gives the same ids on a hard sample, both
+        // while the cache fills and from it.
+        let segmenter = Some(segments::Segmenter::new(splitters))
+            .filter(|_| pieces_safe)
+            .filter(|seg| {
+                let contents: Vec<String> = added.values().map(|t| t.content.clone()).collect();
+                let sample = segments::self_check_sample(&contents);
+                let plain = hf.encode_fast(sample.as_str(), false).ok();
+                let piecewise = |_| seg.encode(&sample, &|t| encode_with_offsets(&hf, t)).ok();
+                plain.is_some_and(|p| {
+                    let want = Some(p.get_ids().to_vec());
+                    piecewise(()) == want && piecewise(()) == want
+                })
+            });
         // With no post-processor tokens (no BOS/EOS added), `add_special_tokens` changes nothing
         // and raw prompts can be segmented too.
         let adds_nothing = hf
@@ -242,7 +265,7 @@ impl Tokenizer {
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
         match &self.inner.segmenter {
             Some(seg) if !add_special_tokens || self.inner.adds_nothing => {
-                seg.encode(text, &|t| self.encode_plain(t, false))
+                seg.encode(text, &|t| encode_with_offsets(&self.inner.hf, t))
             }
             _ => self.encode_plain(text, add_special_tokens),
         }
@@ -261,17 +284,17 @@ impl Tokenizer {
             .map_err(|e| TokenizeError::Encode(e.to_string()))
     }
 
-    /// Whether prompts are encoded segment-wise with the cache (false where that could change ids).
+    /// Whether prompts are encoded piecewise with the cache (false where that could change ids).
     pub fn segments_cached(&self) -> bool {
         self.inner.segmenter.is_some()
     }
 
-    /// Tokens held by the segment cache (0 when it is off).
-    pub fn cached_tokens(&self) -> usize {
+    /// Estimated bytes held by the piece cache (0 when it is off).
+    pub fn cached_bytes(&self) -> usize {
         self.inner
             .segmenter
             .as_ref()
-            .map_or(0, |seg| seg.cached_tokens())
+            .map_or(0, |seg| seg.cached_bytes())
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TokenizeError> {

@@ -378,22 +378,23 @@ async fn separate_metrics_listener_and_json_logs() {
     drop(gw);
 }
 
-/// The tokenizer's segment cache reports what it holds: its start-up self-check, then the long
-/// prompt too.
+/// The tokenizer's piece cache reports what it holds: its start-up self-check, then the new
+/// words of a prompt too.
 #[tokio::test]
 async fn tokenizer_cache_size_is_exported() {
     let sim = support::sim(&[]).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let gauge = |text: &str| support::metric(text, "switchboard_tokenizer_cache_tokens");
+    let gauge = |text: &str| support::metric(text, "switchboard_tokenizer_cache_bytes");
     let before = gauge(&support::metrics_text(&gw.url).await).expect("gauge exported");
-    let long = "the quick brown fox jumps over the lazy dog ".repeat(40);
+    let words: String = (0..300).map(|i| format!(" zebra{i}")).collect();
     let body =
-        json!({"model": MODEL, "messages": [{"role":"user","content": long}], "max_tokens": 2});
+        json!({"model": MODEL, "messages": [{"role":"user","content": words}], "max_tokens": 2});
     let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(r.status().as_u16(), 200);
     let after = gauge(&support::metrics_text(&gw.url).await).unwrap_or(0.0);
+    // Each of the 300 new pieces costs at least its map entry (64 bytes estimated).
     assert!(
-        after - before >= 300.0,
-        "cache grew {before} -> {after} tokens on a ~360-token prompt"
+        after - before >= 300.0 * 64.0,
+        "cache grew {before} -> {after} bytes on 300 new words"
     );
 }

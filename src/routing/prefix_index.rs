@@ -23,6 +23,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
+use smallvec::SmallVec;
+
 use super::lru::Lru;
 use crate::workers::WorkerId;
 
@@ -49,8 +51,9 @@ impl Hasher for PassThrough {
     }
 }
 
-/// Page key → (worker, its slot in the shard's recency list), sorted by worker.
-type PageMap = HashMap<u64, Vec<(WorkerId, usize)>, BuildHasherDefault<PassThrough>>;
+/// Page key → (worker, its slot in the shard's recency list), sorted by worker; up to two
+/// holders stored inline.
+type PageMap = HashMap<u64, SmallVec<[(WorkerId, usize); 2]>, BuildHasherDefault<PassThrough>>;
 
 /// The final avalanche of MurmurHash3: spreads every input bit over the whole word.
 pub(crate) fn mix64(mut h: u64) -> u64 {
@@ -138,7 +141,7 @@ impl Shard {
             });
             !holders.is_empty()
         });
-        self.entries = self.pages.values().map(Vec::len).sum();
+        self.entries = self.pages.values().map(|h| h.len()).sum();
     }
 }
 

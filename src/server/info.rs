@@ -61,8 +61,8 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         app.metrics.prefix_index_tokens.set(tokens as i64);
     }
     app.metrics
-        .tokenizer_cache_tokens
-        .set(app.tokenizer.cached_tokens() as i64);
+        .tokenizer_cache_bytes
+        .set(app.tokenizer.cached_bytes() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
     for w in app.registry.snapshot().iter() {
         app.metrics

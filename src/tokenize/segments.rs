@@ -1,35 +1,38 @@
-//! Prompt tokenization by segments, with a cache. Tokenizers split input at special tokens
-//! before anything else, so the text between two special tokens encodes the same on its own as
-//! inside the whole prompt. A chat prompt is mostly such segments (one per message), and a
-//! multi-turn follow-up repeats all of the previous ones: encoding per segment and caching the
-//! ids makes the follow-up cost only its new message.
+//! Prompt tokenization piece by piece, with a cache. Tokenizers split input at special tokens
+//! before anything else, and GPT-2-style pre-tokenizers always start a new piece at a single
+//! space between two non-space characters (" word"): nothing the tokenizer does looks across
+//! either boundary. So a prompt can be cut there into pieces (about one word each) whose ids
+//! concatenate to the prompt's ids, and each piece's ids can be cached. Prompts repeat words,
+//! system prompts and whole earlier turns, so most pieces come from the cache and only the new
+//! ones reach the tokenizer, which costs microseconds per call even for a few bytes.
 //!
-//! Long text between specials (a big system prompt, a document) is cut further into chunks of
-//! about `CHUNK_BYTES` at "safe" spaces: a single space between two non-space characters, where
-//! GPT-2-style pre-tokenizers always split (" word" starts a new piece) and nothing looks across.
-//! The cut points depend only on the text before them, so two prompts that share a long prefix
-//! (one system prompt, many questions) share their leading chunks, and those come from the cache.
+//! Pieces the cache lacks are encoded together, one tokenizer call per run of up to
+//! `RUN_BYTES`, and split back into pieces by the tokens' byte offsets.
 //!
 //! That independence does not hold for every tokenizer (SentencePiece's "prepend ▁ to the
 //! first piece" looks at a piece's position in the whole string, and tokens that strip
 //! neighbouring whitespace reach across the boundary), so it is checked when the tokenizer
-//! loads, on a sample, and segmenting is used only where it gives identical ids.
+//! loads, on a sample, and piecewise encoding is used only where it gives identical ids.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::TokenizeError;
 
-/// Tokens the cache may hold (about 4 bytes each, plus the map's overhead).
-const CACHE_BUDGET_TOKENS: usize = 2 * 1024 * 1024;
-/// Segments shorter than this are encoded with their neighbours in one plain call: caching them
-/// would cost more than it saves.
-const MIN_CACHED_BYTES: usize = 256;
-/// Target chunk size for long segments.
-const CHUNK_BYTES: usize = 512;
+/// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead).
+const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+/// What one entry costs besides its key and ids: the map slot, the two heap headers.
+const ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Missing pieces are encoded in one call per run of about this many bytes: large enough to
+/// amortise the call's fixed cost, small enough that a word repeated later in the same prompt
+/// is already cached when it comes round.
+const RUN_BYTES: usize = 512;
 
-type Encode<'a> = &'a dyn Fn(&str) -> Result<Vec<u32>, TokenizeError>;
+/// Token ids with the byte offset (in the encoded text) each token starts at.
+pub type Encoded = Vec<(u32, usize)>;
+type Encode<'a> = &'a dyn Fn(&str) -> Result<Encoded, TokenizeError>;
+type Hasher = foldhash::fast::RandomState;
 
 pub struct Segmenter {
     /// Special tokens that split input: (content, id), longest first so prefixes don't shadow.
@@ -44,33 +47,39 @@ pub struct Segmenter {
 /// moves the entry forward. O(1), no per-entry bookkeeping.
 #[derive(Default)]
 struct TwoGenerations {
-    current: HashMap<(u64, usize), Arc<[u32]>>,
-    previous: HashMap<(u64, usize), Arc<[u32]>>,
-    current_tokens: usize,
-    previous_tokens: usize,
+    current: HashMap<Box<str>, Arc<[u32]>, Hasher>,
+    previous: HashMap<Box<str>, Arc<[u32]>, Hasher>,
+    current_bytes: usize,
+    previous_bytes: usize,
+}
+
+fn entry_bytes(piece: &str, ids: &[u32]) -> usize {
+    piece.len() + 4 * ids.len() + ENTRY_OVERHEAD_BYTES
 }
 
 impl TwoGenerations {
-    fn get(&mut self, key: (u64, usize)) -> Option<Arc<[u32]>> {
-        if let Some(ids) = self.current.get(&key) {
+    fn get(&mut self, piece: &str) -> Option<Arc<[u32]>> {
+        if let Some(ids) = self.current.get(piece) {
             return Some(Arc::clone(ids));
         }
-        let ids = self.previous.remove(&key)?;
-        self.previous_tokens -= ids.len();
+        let (key, ids) = self.previous.remove_entry(piece)?;
+        self.previous_bytes -= entry_bytes(&key, &ids);
         self.insert(key, Arc::clone(&ids));
         Some(ids)
     }
 
-    fn insert(&mut self, key: (u64, usize), ids: Arc<[u32]>) {
-        if self.current_tokens + ids.len() > CACHE_BUDGET_TOKENS / 2 {
+    fn insert(&mut self, piece: Box<str>, ids: Arc<[u32]>) {
+        let bytes = entry_bytes(&piece, &ids);
+        if self.current_bytes + bytes > CACHE_BUDGET_BYTES / 2 {
             self.previous = std::mem::take(&mut self.current);
-            self.previous_tokens = self.current_tokens;
-            self.current_tokens = 0;
+            self.previous_bytes = self.current_bytes;
+            self.current_bytes = 0;
         }
-        self.current_tokens += ids.len();
-        // Two threads that missed the same key both insert it: count it once.
-        if let Some(replaced) = self.current.insert(key, ids) {
-            self.current_tokens -= replaced.len();
+        let key_len = piece.len();
+        self.current_bytes += bytes;
+        // Two threads that missed the same piece both insert it: count it once.
+        if let Some(replaced) = self.current.insert(piece, ids) {
+            self.current_bytes -= key_len + 4 * replaced.len() + ENTRY_OVERHEAD_BYTES;
         }
     }
 }
@@ -91,152 +100,165 @@ impl Segmenter {
         }
     }
 
-    /// Tokens held by the cache, both generations.
-    pub fn cached_tokens(&self) -> usize {
-        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.current_tokens + cache.previous_tokens
+    /// Estimated bytes held by the cache, both generations.
+    pub fn cached_bytes(&self) -> usize {
+        let cache = self.lock();
+        cache.current_bytes + cache.previous_bytes
     }
 
-    /// Ids of `text`. Long segments (text between special tokens) are cut into chunks and served
-    /// from the cache; everything else (special tokens and the short text around them) is
-    /// encoded in as few plain calls as possible, since each call has a fixed cost.
+    fn lock(&self) -> MutexGuard<'_, TwoGenerations> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ids of `text`: special tokens by their id, the text between them piece by piece.
     pub fn encode(&self, text: &str, encode: Encode<'_>) -> Result<Vec<u32>, TokenizeError> {
         let mut ids = Vec::with_capacity(text.len() / 3);
         let bytes = text.as_bytes();
-        // `plain_from`: start of the region not yet encoded; `seg_from`: start of the current segment.
-        let (mut plain_from, mut seg_from, mut i) = (0, 0, 0);
+        let (mut from, mut i) = (0, 0);
         while i < bytes.len() {
             if self.first_bytes[bytes[i] as usize] {
-                if let Some((s, _)) = self
+                if let Some((s, id)) = self
                     .specials
                     .iter()
                     .find(|(s, _)| bytes[i..].starts_with(s.as_bytes()))
                 {
-                    self.segment(
-                        text,
-                        plain_from..seg_from,
-                        seg_from..i,
-                        &mut plain_from,
-                        &mut ids,
-                        encode,
-                    )?;
+                    self.encode_text(&text[from..i], &mut ids, encode)?;
+                    ids.push(*id);
                     i += s.len();
-                    seg_from = i;
+                    from = i;
                     continue;
                 }
             }
             i += 1;
         }
-        self.segment(
-            text,
-            plain_from..seg_from,
-            seg_from..text.len(),
-            &mut plain_from,
-            &mut ids,
-            encode,
-        )?;
-        if plain_from < text.len() {
-            ids.extend(encode(&text[plain_from..])?);
-        }
+        self.encode_text(&text[from..], &mut ids, encode)?;
         Ok(ids)
     }
 
-    /// A segment ended: if it is long, flush the plain region before it and take the segment
-    /// from the cache; if short, leave it in the plain region.
-    fn segment(
+    /// Text without special tokens: cached pieces as they are, the others in runs.
+    fn encode_text(
         &self,
         text: &str,
-        before: std::ops::Range<usize>,
-        seg: std::ops::Range<usize>,
-        plain_from: &mut usize,
         ids: &mut Vec<u32>,
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
-        if seg.len() < MIN_CACHED_BYTES {
-            return Ok(());
+        // `run`: the pieces since the last hit, not yet encoded (start of each, end of the last).
+        let mut run: Vec<usize> = Vec::new();
+        let mut run_end = 0;
+        let mut cache = self.lock();
+        for piece in pieces(text) {
+            if let Some(hit) = cache.get(&text[piece.clone()]) {
+                if !run.is_empty() {
+                    drop(cache);
+                    self.encode_run(text, &run, run_end, ids, encode)?;
+                    run.clear();
+                    cache = self.lock();
+                }
+                ids.extend_from_slice(&hit);
+                continue;
+            }
+            run.push(piece.start);
+            run_end = piece.end;
+            if run_end - run[0] >= RUN_BYTES {
+                drop(cache);
+                self.encode_run(text, &run, run_end, ids, encode)?;
+                run.clear();
+                cache = self.lock();
+            }
         }
-        if !before.is_empty() {
-            ids.extend(encode(&text[before])?);
+        drop(cache);
+        if !run.is_empty() {
+            self.encode_run(text, &run, run_end, ids, encode)?;
         }
-        self.push_text(&text[seg.clone()], ids, encode)?;
-        *plain_from = seg.end;
         Ok(())
     }
 
-    fn push_text(
+    /// Encodes `text[starts[0]..end]` in one call and caches each piece's share of the ids.
+    fn encode_run(
         &self,
-        seg: &str,
+        text: &str,
+        starts: &[usize],
+        end: usize,
         ids: &mut Vec<u32>,
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
-        let mut rest = seg;
-        while rest.len() > 2 * CHUNK_BYTES {
-            let Some(cut) = safe_cut(rest, CHUNK_BYTES) else {
-                break;
-            };
-            self.push_chunk(&rest[..cut], ids, encode)?;
-            rest = &rest[cut..];
-        }
-        self.push_chunk(rest, ids, encode)
-    }
-
-    fn push_chunk(
-        &self,
-        seg: &str,
-        ids: &mut Vec<u32>,
-        encode: Encode<'_>,
-    ) -> Result<(), TokenizeError> {
-        if seg.is_empty() {
-            return Ok(());
-        }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        seg.hash(&mut h);
-        let key = (h.finish(), seg.len());
-        let hit = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key);
-        let seg_ids = match hit {
-            Some(cached) => cached,
-            None => {
-                let fresh: Arc<[u32]> = encode(seg)?.into();
-                self.cache
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, Arc::clone(&fresh));
-                fresh
+        let base = starts[0];
+        let encoded = encode(&text[base..end])?;
+        ids.extend(encoded.iter().map(|&(id, _)| id));
+        // Each token belongs to the piece its first byte is in.
+        let mut split: Vec<(Box<str>, Arc<[u32]>)> = Vec::with_capacity(starts.len());
+        let mut tokens = encoded.iter().peekable();
+        for (k, &start) in starts.iter().enumerate() {
+            let stop = starts.get(k + 1).copied().unwrap_or(end);
+            let mut piece_ids = Vec::new();
+            while let Some(&&(id, off)) = tokens.peek() {
+                if base + off >= stop {
+                    break;
+                }
+                piece_ids.push(id);
+                tokens.next();
             }
-        };
-        ids.extend_from_slice(&seg_ids);
+            // A piece with no token of its own means the offsets did not line up with the
+            // cuts: keep the ids, cache nothing.
+            if piece_ids.is_empty() {
+                return Ok(());
+            }
+            split.push((text[start..stop].into(), piece_ids.into()));
+        }
+        let mut cache = self.lock();
+        for (piece, piece_ids) in split {
+            cache.insert(piece, piece_ids);
+        }
         Ok(())
     }
 }
 
-/// The first safe cut at or after `from`: the byte index of a single ASCII space with a
-/// non-whitespace character on each side.
-fn safe_cut(text: &str, from: usize) -> Option<usize> {
+/// The pieces of `text`: cut before every single ASCII space that has a non-whitespace
+/// character on each side.
+fn pieces(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
     let bytes = text.as_bytes();
-    let mut i = from;
-    while i + 1 < bytes.len() {
-        if bytes[i] == b' ' {
-            // An ASCII byte is always a char boundary in valid UTF-8.
-            let before = text[..i].chars().next_back();
-            let after = text[i + 1..].chars().next();
-            if before.is_some_and(|c| !c.is_whitespace())
-                && after.is_some_and(|c| !c.is_whitespace())
-            {
-                return Some(i);
+    let mut start = 0;
+    let mut i = 1;
+    std::iter::from_fn(move || {
+        while i + 1 < bytes.len() {
+            let at = i;
+            i += 1;
+            if bytes[at] == b' ' && safe_cut(text, at) {
+                let piece = start..at;
+                start = at;
+                return Some(piece);
             }
         }
-        i += 1;
-    }
-    None
+        (start < bytes.len()).then(|| {
+            let piece = start..bytes.len();
+            start = bytes.len();
+            piece
+        })
+    })
 }
 
-/// A sample that exercises every boundary a prompt has: text, specials, newlines, runs of
-/// spaces, digits, apostrophes, non-ASCII letters and spaces, and enough of it to be chunked.
-pub fn self_check_sample(specials: &[(String, u32)]) -> String {
+/// Whether the space at `at` has a non-whitespace character on each side.
+fn safe_cut(text: &str, at: usize) -> bool {
+    let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
+    let (before, after) = (text.as_bytes()[at - 1], text.as_bytes()[at + 1]);
+    // ASCII bytes are whole characters; anything else is decoded (U+3000 is whitespace too).
+    let before_ok = if before.is_ascii() {
+        !(before as char).is_whitespace()
+    } else {
+        not_space(text[..at].chars().next_back())
+    };
+    let after_ok = if after.is_ascii() {
+        !(after as char).is_whitespace()
+    } else {
+        not_space(text[at + 1..].chars().next())
+    };
+    before_ok && after_ok
+}
+
+/// A sample that exercises every boundary a prompt has: text, specials and other added tokens,
+/// newlines, runs of spaces, digits, apostrophes, non-ASCII letters and spaces, and enough of it
+/// to span several runs.
+pub fn self_check_sample(added: &[String]) -> String {
     let mut s = String::from("Hello there, world 123");
     for i in 0..400 {
         s.push_str(
@@ -254,7 +276,7 @@ pub fn self_check_sample(specials: &[(String, u32)]) -> String {
             ][i % 10],
         );
     }
-    for (tok, _) in specials.iter().take(8) {
+    for tok in added.iter().take(16) {
         s.push_str(tok);
         s.push_str("\nuser says: naïve café 42 ");
         s.push_str(tok);
@@ -266,73 +288,105 @@ pub fn self_check_sample(specials: &[(String, u32)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
 
-    fn bytewise(t: &str) -> Result<Vec<u32>, TokenizeError> {
-        Ok(t.bytes().map(u32::from).collect())
+    fn bytewise(t: &str) -> Result<Encoded, TokenizeError> {
+        Ok(t.bytes()
+            .enumerate()
+            .map(|(i, b)| (u32::from(b), i))
+            .collect())
+    }
+
+    fn plain(t: &str) -> Vec<u32> {
+        t.bytes().map(u32::from).collect()
     }
 
     #[test]
-    fn caches_long_segments_and_batches_the_rest() {
-        let seg = Segmenter::new(vec![("<s>".into(), 1), ("<|x|>".into(), 2)]);
-        let calls = std::cell::RefCell::new(Vec::new());
+    fn specials_by_id_and_pieces_from_the_cache() {
+        let seg = Segmenter::new(vec![("<s>".into(), 1000), ("<|x|>".into(), 1001)]);
+        let calls = RefCell::new(Vec::new());
         let enc = |t: &str| {
-            calls.borrow_mut().push(t.len());
+            calls.borrow_mut().push(t.to_owned());
             bytewise(t)
         };
-        let long = "a".repeat(300);
-        let text = format!("<s>{long}<|x|>b<s>c");
-        let ids = seg.encode(&text, &enc).unwrap();
-        assert_eq!(ids, bytewise(&text).unwrap(), "same ids as one plain call");
-        // "<s>" before the long segment, the long segment, then everything after in one call.
-        assert_eq!(*calls.borrow(), vec![3, 300, 10]);
-        calls.borrow_mut().clear();
-        seg.encode(&text, &enc).unwrap();
+        let ids = seg.encode("<s>hello big world<|x|>b<s>", &enc).unwrap();
+        let mut want = vec![1000];
+        want.extend(plain("hello big world"));
+        want.push(1001);
+        want.extend(plain("b"));
+        want.push(1000);
+        assert_eq!(ids, want);
         assert_eq!(
             *calls.borrow(),
-            vec![3, 10],
-            "the long segment came from the cache"
+            ["hello big world", "b"],
+            "one call per run"
         );
         calls.borrow_mut().clear();
-        seg.encode("<s>short<|x|>", &enc).unwrap();
-        assert_eq!(
-            *calls.borrow(),
-            vec![13],
-            "short prompts are one plain call"
+        let ids = seg.encode("world big hello<s>", &enc).unwrap();
+        assert_eq!(ids[..15], plain("world big hello")[..]);
+        assert_eq!(*calls.borrow(), ["world", " hello"], "\" big\" was cached");
+    }
+
+    #[test]
+    fn long_unique_text_is_encoded_in_runs_and_later_repeats_hit() {
+        let seg = Segmenter::new(vec![]);
+        let calls = RefCell::new(0);
+        let enc = |t: &str| {
+            *calls.borrow_mut() += 1;
+            bytewise(t)
+        };
+        let words: String = (0..400).map(|i| format!(" w{i}")).collect();
+        let text = format!("{words}{words}");
+        assert_eq!(seg.encode(&text, &enc).unwrap(), plain(&text));
+        let runs = *calls.borrow();
+        assert!(
+            runs > 1 && runs <= words.len() / RUN_BYTES + 2,
+            "{runs} calls for {} bytes",
+            words.len()
         );
     }
 
-    fn held_tokens(cache: &TwoGenerations) -> usize {
-        let all = cache.current.values().chain(cache.previous.values());
-        all.map(|v| v.len()).sum()
+    #[test]
+    fn offsets_that_miss_the_cuts_cache_nothing() {
+        let seg = Segmenter::new(vec![]);
+        // Every token claims to start at 0: the second piece gets none.
+        let enc = |t: &str| Ok(t.bytes().map(|b| (u32::from(b), 0)).collect());
+        assert_eq!(seg.encode("ab cd", &enc).unwrap(), plain("ab cd"));
+        assert_eq!(seg.cached_bytes(), 0);
+    }
+
+    #[test]
+    fn cuts_only_at_single_spaces_between_words() {
+        let cut = |t: &str| pieces(t).map(|r| &t[r]).collect::<Vec<_>>().join("|");
+        assert_eq!(cut("ab  cd ef"), "ab  cd| ef");
+        assert_eq!(cut("ab\u{3000} cd x \u{3000}"), "ab\u{3000} cd| x \u{3000}");
+        assert_eq!(cut(" a\nb c "), " a\nb| c ");
+        assert_eq!(cut("x"), "x");
+        assert_eq!(cut(""), "");
+    }
+
+    fn held_bytes(cache: &TwoGenerations) -> usize {
+        let all = cache.current.iter().chain(cache.previous.iter());
+        all.map(|(k, v)| entry_bytes(k, v)).sum()
     }
 
     #[test]
     fn cache_stays_within_its_budget_and_counts_what_it_holds() {
         let mut cache = TwoGenerations::default();
-        let chunk: Arc<[u32]> = vec![0u32; 1000].into();
-        for i in 0..(3 * CACHE_BUDGET_TOKENS / 1000) {
-            cache.insert((i as u64, 0), Arc::clone(&chunk));
-            let held = held_tokens(&cache);
-            assert_eq!(cache.current_tokens + cache.previous_tokens, held);
-            assert!(held <= CACHE_BUDGET_TOKENS, "{held}");
+        let ids: Arc<[u32]> = vec![0u32; 250].into();
+        let per = entry_bytes("piece 000000", &ids);
+        for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
+            cache.insert(format!("piece {i:06}").into(), Arc::clone(&ids));
+            let held = held_bytes(&cache);
+            assert_eq!(cache.current_bytes + cache.previous_bytes, held);
+            assert!(held <= CACHE_BUDGET_BYTES, "{held}");
         }
-        // A hit in the previous generation moves the entry forward without double counting.
-        let old_key = *cache.previous.keys().next().unwrap();
-        assert!(cache.get(old_key).is_some());
-        let held = held_tokens(&cache);
-        assert_eq!(cache.current_tokens + cache.previous_tokens, held);
-    }
-
-    #[test]
-    fn cuts_only_at_single_spaces_between_words() {
-        assert_eq!(safe_cut("ab  cd ef", 0), Some(6));
-        assert_eq!(safe_cut("ab\u{3000} cd", 0), None);
-        let text = "word ".repeat(1000);
-        let seg = Segmenter::new(vec![("<s>".into(), 1)]);
-        // Chunking never changes the concatenated result of a byte-wise "encoder".
-        assert_eq!(
-            seg.encode(&text, &bytewise).unwrap(),
-            bytewise(&text).unwrap()
-        );
+        // A hit in the previous generation moves the entry forward without double counting;
+        // inserting a piece again replaces it.
+        let old: String = cache.previous.keys().next().unwrap().to_string();
+        assert!(cache.get(&old).is_some());
+        cache.insert(old.into(), Arc::clone(&ids));
+        let held = held_bytes(&cache);
+        assert_eq!(cache.current_bytes + cache.previous_bytes, held);
     }
 }
