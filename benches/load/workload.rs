@@ -1,6 +1,10 @@
 //! Request bytes: one pre-built HTTP/1.1 request per shared-prefix group, copied into a
 //! connection's own buffer and given a unique serial number in place, so issuing a request
 //! allocates nothing and every prompt is still distinct (no accidental prefix-cache hits).
+//!
+//! Every `NOVEL_EVERY`th word after the shared prefix is also made up per request (8 letters
+//! derived from the serial): real prompts carry names, numbers and typos no cache has seen, and
+//! a gateway that caches tokenization by word must pay for those, not just for the serial.
 
 use clap::ValueEnum;
 
@@ -46,22 +50,27 @@ const WORDS: [&str; 32] = [
 
 /// Width of the serial number patched into every request.
 const SERIAL: usize = 10;
+/// One word in this many (after the shared prefix) is made up per request: about 2 %.
+const NOVEL_EVERY: usize = 50;
+/// Length of a made-up word.
+const NOVEL: usize = 8;
 
-fn words(seed: u64, n: usize, out: &mut String) {
+fn words(seed: u64, n: usize) -> impl Iterator<Item = &'static str> {
     // xorshift: deterministic across runs so direct and gateway phases see the same prompts.
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for _ in 0..n {
+    (0..n).map(move |_| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        out.push(' ');
-        out.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
-    }
+        WORDS[(x % WORDS.len() as u64) as usize]
+    })
 }
 
 pub struct Template {
     bytes: Vec<u8>,
     serial_at: usize,
+    /// Where the made-up words go.
+    novel_at: Vec<usize>,
 }
 
 pub struct Workload {
@@ -79,12 +88,25 @@ impl Workload {
                 } else {
                     shape.prefix_words.min(shape.prompt_words)
                 };
-                words(1000 + g as u64, prefix, &mut prompt);
+                for w in words(1000 + g as u64, prefix) {
+                    prompt.push(' ');
+                    prompt.push_str(w);
+                }
                 // The serial sits right after the shared prefix (at the start for unique prompts).
                 let serial_in_prompt = prompt.len() + 1;
                 prompt.push(' ');
                 prompt.push_str(&"0".repeat(SERIAL));
-                words(7, shape.prompt_words.saturating_sub(prefix), &mut prompt);
+                let mut novel_in_prompt = Vec::new();
+                let rest = shape.prompt_words.saturating_sub(prefix);
+                for (k, w) in words(7, rest).enumerate() {
+                    prompt.push(' ');
+                    if k % NOVEL_EVERY == NOVEL_EVERY - 1 {
+                        novel_in_prompt.push(prompt.len());
+                        prompt.push_str(&"x".repeat(NOVEL));
+                    } else {
+                        prompt.push_str(w);
+                    }
+                }
                 let (body, key) = body(shape, &prompt);
                 let head = format!(
                     "POST {} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -92,12 +114,20 @@ impl Workload {
                     body.len()
                 );
                 // The key ends with the opening quote: the prompt starts right after it.
-                let serial_at =
-                    head.len() + body.find(key).expect("prompt key") + key.len() + serial_in_prompt;
+                let prompt_at = head.len() + body.find(key).expect("prompt key") + key.len();
+                let serial_at = prompt_at + serial_in_prompt;
+                let novel_at: Vec<usize> = novel_in_prompt.iter().map(|i| prompt_at + i).collect();
                 let bytes = [head.into_bytes(), body.into_bytes()].concat();
-                // `fill` overwrites these bytes in place: they must be the serial placeholder.
+                // `fill` overwrites these bytes in place: they must be the placeholders.
                 assert_eq!(&bytes[serial_at..serial_at + SERIAL], "0".repeat(SERIAL).as_bytes());
-                Template { bytes, serial_at }
+                for &at in &novel_at {
+                    assert_eq!(&bytes[at..at + NOVEL], "x".repeat(NOVEL).as_bytes());
+                }
+                Template {
+                    bytes,
+                    serial_at,
+                    novel_at,
+                }
             })
             .collect();
         Workload { templates }
@@ -112,6 +142,16 @@ impl Workload {
         for b in out[t.serial_at..t.serial_at + SERIAL].iter_mut().rev() {
             *b = b'0' + (v % 10) as u8;
             v /= 10;
+        }
+        for (k, &at) in t.novel_at.iter().enumerate() {
+            // splitmix64 of (request, slot): distinct letters per request and per slot.
+            let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k as u64) << 48;
+            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            for b in &mut out[at..at + NOVEL] {
+                *b = b'a' + (x % 26) as u8;
+                x /= 26;
+            }
         }
     }
 }
