@@ -1,7 +1,8 @@
-//! `cargo bench --bench tokenize`: chat templating + encoding at three prompt
-//! sizes on Qwen2.5, and the per-token cost of streaming detokenization.
+//! `cargo bench --bench tokenize`: chat templating + encoding at three prompt sizes on
+//! Qwen2.5 (from the tokenizer's piece cache and from a fresh one), a multi-turn follow-up, and
+//! the per-token cost of streaming detokenization.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 use std::hint::black_box;
 use std::path::Path;
@@ -36,8 +37,73 @@ fn chat(c: &mut Criterion) {
         let input = ChatTemplateInput::new(&messages);
         let n = tok.render_and_encode(&input).expect("render").len();
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
+        // Warm: every piece of the prompt is in the tokenizer's cache (a repeated prompt).
+        g.bench_with_input(BenchmarkId::new("warm", n), &input, |b, input| {
             b.iter(|| tok.render_and_encode(black_box(input)).expect("render"))
+        });
+        // Cold: a freshly loaded tokenizer whose cache holds only its start-up self-check.
+        g.bench_with_input(BenchmarkId::new("cold", n), &input, |b, input| {
+            b.iter_batched(
+                qwen,
+                // The tokenizer is returned so that dropping it is not timed.
+                |fresh| {
+                    let ids = fresh.render_and_encode(black_box(input)).expect("render");
+                    (fresh, ids)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// A question of about 100 tokens for the follow-up: ordinary words, few of them in `PARAGRAPH`.
+const QUESTION: &str = "Thanks. Now compare that with how a reverse proxy such as nginx would \
+    handle the same traffic: which of the steps above would still be needed, what would you \
+    measure first if latency doubled overnight, and how should retries behave when a worker \
+    restarts in the middle of a long answer? Please keep it short, list the three most important \
+    differences, and give one concrete example for each of them, ticket";
+
+/// Multi-turn follow-ups: the 8k-token conversation so far is cached (it was the previous
+/// request) and a new user message is appended. `typical`: a ~100-token question whose words
+/// were seen before except its ticket number (new every time); `novel`: 50 made-up words, all
+/// new to the cache (the worst case).
+fn follow_up(c: &mut Criterion) {
+    let tok = qwen();
+    let mut history = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    for turn in 0..8 {
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        history.push(json!({"role": role, "content": text_of_tokens(&tok, 1_000)}));
+    }
+    let with = |content: String| {
+        let mut msgs = history.clone();
+        msgs.push(json!({"role": "user", "content": content}));
+        msgs
+    };
+    tok.render_and_encode(&ChatTemplateInput::new(&with(format!("{QUESTION} 0"))))
+        .expect("render");
+    let mut g = c.benchmark_group("chat_template+encode/follow_up_8k");
+    let mut serial = 0u64;
+    let mut new_text = |novel: bool| {
+        serial += 1;
+        if novel {
+            (0..50).map(|i| format!(" w{serial}x{i}")).collect()
+        } else {
+            format!("{QUESTION} {serial}")
+        }
+    };
+    for (label, novel) in [("typical", false), ("novel", true)] {
+        let sample = new_text(novel);
+        let new_tokens = tok.encode(&sample, false).expect("encode").len();
+        g.bench_function(BenchmarkId::new(label, format!("+{new_tokens}")), |b| {
+            b.iter_batched(
+                || with(new_text(novel)),
+                |msgs| {
+                    tok.render_and_encode(&ChatTemplateInput::new(black_box(&msgs)))
+                        .expect("render")
+                },
+                BatchSize::SmallInput,
+            )
         });
     }
     g.finish();
@@ -71,5 +137,5 @@ fn detok(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, chat, detok);
+criterion_group!(benches, chat, follow_up, detok);
 criterion_main!(benches);

@@ -2,7 +2,7 @@
 //! connection's own buffer and given a unique serial number in place, so issuing a request
 //! allocates nothing and every prompt is still distinct (no accidental prefix-cache hits).
 //!
-//! Every `NOVEL_EVERY`th word after the shared prefix is also made up per request (8 letters
+//! One word in `NOVEL_EVERY` after the shared prefix (the 17th, 67th, …) is also made up per request (8 letters
 //! derived from the serial): real prompts carry names, numbers and typos no cache has seen, and
 //! a gateway that caches tokenization by word must pay for those, not just for the serial.
 
@@ -100,7 +100,8 @@ impl Workload {
                 let rest = shape.prompt_words.saturating_sub(prefix);
                 for (k, w) in words(7, rest).enumerate() {
                     prompt.push(' ');
-                    if k % NOVEL_EVERY == NOVEL_EVERY - 1 {
+                    // From the 17th word on, so a short (32-word) prompt has one too.
+                    if k % NOVEL_EVERY == 16 {
                         novel_in_prompt.push(prompt.len());
                         prompt.push_str(&"x".repeat(NOVEL));
                     } else {

@@ -24,6 +24,9 @@ use super::TokenizeError;
 const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// What one entry costs besides its key and ids: the map slot, the two heap headers.
 const ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Text between two special tokens at least this long is also cached whole: a multi-turn
+/// follow-up then costs one lookup per earlier message instead of one per word.
+const MIN_SEGMENT_BYTES: usize = 256;
 /// Missing pieces are encoded in one call per run of about this many bytes: large enough to
 /// amortise the call's fixed cost, small enough that a word repeated later in the same prompt
 /// is already cached when it comes round.
@@ -135,8 +138,29 @@ impl Segmenter {
         Ok(ids)
     }
 
-    /// Text without special tokens: cached pieces as they are, the others in runs.
+    /// Text without special tokens: a long one whole from the cache if it is there, else piece
+    /// by piece (and then cached whole too).
     fn encode_text(
+        &self,
+        text: &str,
+        ids: &mut Vec<u32>,
+        encode: Encode<'_>,
+    ) -> Result<(), TokenizeError> {
+        if text.len() < MIN_SEGMENT_BYTES {
+            return self.encode_pieces(text, ids, encode);
+        }
+        if let Some(hit) = self.lock().get(text) {
+            ids.extend_from_slice(&hit);
+            return Ok(());
+        }
+        let from = ids.len();
+        self.encode_pieces(text, ids, encode)?;
+        self.lock().insert(text.into(), ids[from..].into());
+        Ok(())
+    }
+
+    /// Cached pieces as they are, the others in runs.
+    fn encode_pieces(
         &self,
         text: &str,
         ids: &mut Vec<u32>,
