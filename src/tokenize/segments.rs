@@ -14,7 +14,8 @@
 //! neighbouring whitespace reach across the boundary), so it is checked when the tokenizer
 //! loads, on a sample, and piecewise encoding is used only where it gives identical ids.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -24,9 +25,11 @@ use super::TokenizeError;
 const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// What one entry costs besides its key and ids: the map slot, the two heap headers.
 const ENTRY_OVERHEAD_BYTES: usize = 64;
-/// Text between two special tokens at least this long is also cached whole: a multi-turn
-/// follow-up then costs one lookup per earlier message instead of one per word.
+/// Text between two special tokens at least this long is also cached whole once it repeats: a
+/// multi-turn follow-up then costs one lookup per earlier message instead of one per word.
 const MIN_SEGMENT_BYTES: usize = 256;
+/// How many long segments are remembered as seen (by hash) before that memory is cleared.
+const SEEN_MAX: usize = 65_536;
 /// Missing pieces are encoded in one call per run of about this many bytes: large enough to
 /// amortise the call's fixed cost, small enough that a word repeated later in the same prompt
 /// is already cached when it comes round.
@@ -54,6 +57,10 @@ struct TwoGenerations {
     previous: HashMap<Box<str>, Arc<[u32]>, Hasher>,
     current_bytes: usize,
     previous_bytes: usize,
+    /// Hashes of long segments seen once: only those seen again are cached whole, so unique
+    /// long prompts do not fill the cache with entries that are never hit.
+    seen: HashSet<u64, Hasher>,
+    seen_hasher: Hasher,
 }
 
 fn entry_bytes(piece: &str, ids: &[u32]) -> usize {
@@ -69,6 +76,14 @@ impl TwoGenerations {
         self.previous_bytes -= entry_bytes(&key, &ids);
         self.insert(key, Arc::clone(&ids));
         Some(ids)
+    }
+
+    /// Whether `segment` was seen before; remembers it now.
+    fn seen_before(&mut self, segment: &str) -> bool {
+        if self.seen.len() >= SEEN_MAX {
+            self.seen.clear();
+        }
+        !self.seen.insert(self.seen_hasher.hash_one(segment))
     }
 
     fn insert(&mut self, piece: Box<str>, ids: Arc<[u32]>) {
@@ -149,92 +164,151 @@ impl Segmenter {
         if text.len() < MIN_SEGMENT_BYTES {
             return self.encode_pieces(text, ids, encode);
         }
-        if let Some(hit) = self.lock().get(text) {
+        let mut cache = self.lock();
+        if let Some(hit) = cache.get(text) {
             ids.extend_from_slice(&hit);
             return Ok(());
         }
+        let repeated = cache.seen_before(text);
+        drop(cache);
         let from = ids.len();
         self.encode_pieces(text, ids, encode)?;
-        self.lock().insert(text.into(), ids[from..].into());
+        if repeated {
+            self.lock().insert(text.into(), ids[from..].into());
+        }
         Ok(())
     }
 
-    /// Cached pieces as they are, the others in runs.
+    /// Cached pieces as they are; the missing ones concatenated in order and encoded in as few
+    /// calls as possible. Where two missing pieces meet there is again a single space between
+    /// two non-space characters (a piece ends with one, the next starts with " x"), so the
+    /// concatenation encodes to the pieces' ids one after the other.
     fn encode_pieces(
         &self,
         text: &str,
         ids: &mut Vec<u32>,
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
-        // `run`: the pieces since the last hit, not yet encoded (start of each, end of the last).
-        let mut run: Vec<usize> = Vec::new();
-        let mut run_end = 0;
-        let mut cache = self.lock();
-        for piece in pieces(text) {
-            if let Some(hit) = cache.get(&text[piece.clone()]) {
-                if !run.is_empty() {
-                    drop(cache);
-                    self.encode_run(text, &run, run_end, ids, encode)?;
-                    run.clear();
-                    cache = self.lock();
-                }
-                ids.extend_from_slice(&hit);
-                continue;
-            }
-            run.push(piece.start);
-            run_end = piece.end;
-            if run_end - run[0] >= RUN_BYTES {
-                drop(cache);
-                self.encode_run(text, &run, run_end, ids, encode)?;
-                run.clear();
-                cache = self.lock();
+        // Each piece: its range, then its ids if cached; a piece missing twice is encoded once.
+        let mut found: Vec<(Range<usize>, Slot)> = Vec::new();
+        let mut missing: Vec<usize> = Vec::new();
+        {
+            let mut first_miss: HashMap<&str, usize, Hasher> = HashMap::default();
+            let mut cache = self.lock();
+            for p in pieces(text) {
+                let piece = &text[p.clone()];
+                let slot = match cache.get(piece) {
+                    Some(hit) => Slot::Ids(hit),
+                    None => match first_miss.get(piece) {
+                        Some(&k) => Slot::SameAs(k),
+                        None => {
+                            first_miss.insert(piece, found.len());
+                            missing.push(found.len());
+                            Slot::Missing
+                        }
+                    },
+                };
+                found.push((p, slot));
             }
         }
-        drop(cache);
-        if !run.is_empty() {
-            self.encode_run(text, &run, run_end, ids, encode)?;
+        for run in runs(&found, &missing) {
+            let mut joined = String::new();
+            let mut starts = Vec::with_capacity(run.len());
+            for &k in run {
+                starts.push(joined.len());
+                joined.push_str(&text[found[k].0.clone()]);
+            }
+            let encoded = encode(&joined)?;
+            match split_by_offsets(&encoded, &starts, joined.len()) {
+                Some(split) => {
+                    for (&k, piece_ids) in run.iter().zip(split) {
+                        found[k].1 = Slot::Ids(piece_ids.into());
+                    }
+                }
+                // The offsets did not line up with the cuts: encode these pieces one by one.
+                None => {
+                    for &k in run {
+                        let one = encode(&text[found[k].0.clone()])?;
+                        found[k].1 = Slot::Ids(one.iter().map(|&(id, _)| id).collect());
+                    }
+                }
+            }
+        }
+        for (_, slot) in &found {
+            let slot = match slot {
+                Slot::SameAs(k) => found.get(*k).map_or(slot, |(_, first)| first),
+                _ => slot,
+            };
+            let Slot::Ids(piece_ids) = slot else {
+                return Err(TokenizeError::Encode(
+                    "a prompt piece was left unencoded".into(),
+                ));
+            };
+            ids.extend_from_slice(piece_ids);
+        }
+        if !missing.is_empty() {
+            let mut cache = self.lock();
+            for k in missing {
+                if let Some((range, Slot::Ids(piece_ids))) = found.get(k) {
+                    cache.insert(text[range.clone()].into(), Arc::clone(piece_ids));
+                }
+            }
         }
         Ok(())
     }
+}
 
-    /// Encodes `text[starts[0]..end]` in one call and caches each piece's share of the ids.
-    fn encode_run(
-        &self,
-        text: &str,
-        starts: &[usize],
-        end: usize,
-        ids: &mut Vec<u32>,
-        encode: Encode<'_>,
-    ) -> Result<(), TokenizeError> {
-        let base = starts[0];
-        let encoded = encode(&text[base..end])?;
-        ids.extend(encoded.iter().map(|&(id, _)| id));
-        // Each token belongs to the piece its first byte is in.
-        let mut split: Vec<(Box<str>, Arc<[u32]>)> = Vec::with_capacity(starts.len());
-        let mut tokens = encoded.iter().peekable();
-        for (k, &start) in starts.iter().enumerate() {
-            let stop = starts.get(k + 1).copied().unwrap_or(end);
-            let mut piece_ids = Vec::new();
-            while let Some(&&(id, off)) = tokens.peek() {
-                if base + off >= stop {
-                    break;
-                }
-                piece_ids.push(id);
-                tokens.next();
-            }
-            // A piece with no token of its own means the offsets did not line up with the
-            // cuts: keep the ids, cache nothing.
-            if piece_ids.is_empty() {
-                return Ok(());
-            }
-            split.push((text[start..stop].into(), piece_ids.into()));
-        }
-        let mut cache = self.lock();
-        for (piece, piece_ids) in split {
-            cache.insert(piece, piece_ids);
-        }
-        Ok(())
+/// A piece's ids during `encode_pieces`.
+enum Slot {
+    Ids(Arc<[u32]>),
+    /// Not cached: to be encoded.
+    Missing,
+    /// The same text as an earlier missing piece (its index).
+    SameAs(usize),
+}
+
+/// The missing pieces (indices into `found`) in groups of about `RUN_BYTES` of text.
+fn runs<'m>(found: &[(Range<usize>, Slot)], missing: &'m [usize]) -> Vec<&'m [usize]> {
+    let mut out = Vec::new();
+    let mut rest = missing;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|&&k| {
+                let fits = bytes < RUN_BYTES;
+                bytes += found.get(k).map_or(0, |(range, _)| range.len());
+                fits
+            })
+            .count();
+        let (run, tail) = rest.split_at(n);
+        out.push(run);
+        rest = tail;
     }
+    out
+}
+
+/// Each piece's share of `encoded` (a token belongs to the piece its first byte is in), or
+/// `None` if some piece got no token.
+fn split_by_offsets(encoded: &Encoded, starts: &[usize], end: usize) -> Option<Vec<Vec<u32>>> {
+    let mut out = Vec::with_capacity(starts.len());
+    let mut tokens = encoded.iter().peekable();
+    for k in 0..starts.len() {
+        let stop = starts.get(k + 1).copied().unwrap_or(end);
+        let mut piece_ids = Vec::new();
+        while let Some(&&(id, off)) = tokens.peek() {
+            if off >= stop {
+                break;
+            }
+            piece_ids.push(id);
+            tokens.next();
+        }
+        if piece_ids.is_empty() {
+            return None;
+        }
+        out.push(piece_ids);
+    }
+    Some(out)
 }
 
 /// The pieces of `text`: cut before every single ASCII space that has a non-whitespace
@@ -346,9 +420,39 @@ mod tests {
             "one call per run"
         );
         calls.borrow_mut().clear();
-        let ids = seg.encode("world big hello<s>", &enc).unwrap();
-        assert_eq!(ids[..15], plain("world big hello")[..]);
-        assert_eq!(*calls.borrow(), ["world", " hello"], "\" big\" was cached");
+        let ids = seg.encode("world big hello world<s>", &enc).unwrap();
+        assert_eq!(ids[..21], plain("world big hello world")[..]);
+        assert_eq!(
+            *calls.borrow(),
+            ["world hello"],
+            "\" big\" from the cache, the missing pieces in one call, \" world\" once"
+        );
+    }
+
+    #[test]
+    fn long_segments_are_cached_whole_once_they_repeat() {
+        let seg = Segmenter::new(vec![("<s>".into(), 1000)]);
+        let calls = RefCell::new(0);
+        let enc = |t: &str| {
+            *calls.borrow_mut() += 1;
+            bytewise(t)
+        };
+        let long: String = (0..100).map(|i| format!(" w{i}")).collect();
+        let text = format!("<s>{long}<s>");
+        let mut sizes = Vec::new();
+        for _ in 0..3 {
+            assert_eq!(
+                seg.encode(&text, &enc).unwrap()[1..=long.len()],
+                plain(&long)[..]
+            );
+            sizes.push(seg.cached_bytes());
+        }
+        assert_eq!(*calls.borrow(), 1, "pieces cached after the first time");
+        assert!(
+            sizes[1] >= sizes[0] + entry_bytes(&long, &plain(&long)),
+            "cached whole the second time: {sizes:?}"
+        );
+        assert_eq!(sizes[2], sizes[1], "and hit the third: {sizes:?}");
     }
 
     #[test]
@@ -371,12 +475,16 @@ mod tests {
     }
 
     #[test]
-    fn offsets_that_miss_the_cuts_cache_nothing() {
+    fn offsets_that_miss_the_cuts_fall_back_to_one_call_per_piece() {
         let seg = Segmenter::new(vec![]);
+        let calls = RefCell::new(Vec::new());
         // Every token claims to start at 0: the second piece gets none.
-        let enc = |t: &str| Ok(t.bytes().map(|b| (u32::from(b), 0)).collect());
+        let enc = |t: &str| {
+            calls.borrow_mut().push(t.to_owned());
+            Ok(t.bytes().map(|b| (u32::from(b), 0)).collect())
+        };
         assert_eq!(seg.encode("ab cd", &enc).unwrap(), plain("ab cd"));
-        assert_eq!(seg.cached_bytes(), 0);
+        assert_eq!(*calls.borrow(), ["ab cd", "ab", " cd"]);
     }
 
     #[test]
