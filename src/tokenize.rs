@@ -90,7 +90,7 @@ struct Inner {
     eos_ids: Vec<u32>,
     /// Sorted ids of added tokens flagged `special`.
     special_ids: Vec<u32>,
-    /// Segment-wise cached encoding of prompts, where it gives the same ids as a plain encode.
+    /// Piecewise cached encoding of prompts, where it gives the same ids as a plain encode.
     segmenter: Option<Arc<segments::Segmenter>>,
     /// `add_special_tokens` adds no ids for this tokenizer.
     adds_nothing: bool,
@@ -260,7 +260,7 @@ impl Tokenizer {
         })
     }
 
-    /// Ids of `text`; long and repeated text comes from the segment cache where the tokenizer
+    /// Ids of `text`; words and repeated messages come from the piece cache where the tokenizer
     /// allows it (see `segments`).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
         match &self.inner.segmenter {
