@@ -1,0 +1,136 @@
+use super::*;
+use std::cell::RefCell;
+
+fn bytewise(t: &str) -> Result<Encoded, TokenizeError> {
+    Ok(t.bytes()
+        .enumerate()
+        .map(|(i, b)| (u32::from(b), i))
+        .collect())
+}
+
+fn plain(t: &str) -> Vec<u32> {
+    t.bytes().map(u32::from).collect()
+}
+
+#[test]
+fn specials_by_id_and_pieces_from_the_cache() {
+    let seg = Segmenter::new(vec![("<s>".into(), 1000), ("<|x|>".into(), 1001)]);
+    let calls = RefCell::new(Vec::new());
+    let enc = |t: &str| {
+        calls.borrow_mut().push(t.to_owned());
+        bytewise(t)
+    };
+    let ids = seg.encode("<s>hello big world<|x|>b<s>", &enc).unwrap();
+    let mut want = vec![1000];
+    want.extend(plain("hello big world"));
+    want.push(1001);
+    want.extend(plain("b"));
+    want.push(1000);
+    assert_eq!(ids, want);
+    assert_eq!(
+        *calls.borrow(),
+        ["hello big world", "b"],
+        "one call per run"
+    );
+    calls.borrow_mut().clear();
+    let ids = seg.encode("world big hello world<s>", &enc).unwrap();
+    assert_eq!(ids[..21], plain("world big hello world")[..]);
+    assert_eq!(
+        *calls.borrow(),
+        ["world hello"],
+        "\" big\" from the cache, the missing pieces in one call, \" world\" once"
+    );
+}
+
+#[test]
+fn long_segments_are_cached_whole_once_they_repeat() {
+    let seg = Segmenter::new(vec![("<s>".into(), 1000)]);
+    let calls = RefCell::new(0);
+    let enc = |t: &str| {
+        *calls.borrow_mut() += 1;
+        bytewise(t)
+    };
+    let long: String = (0..100).map(|i| format!(" w{i}")).collect();
+    let text = format!("<s>{long}<s>");
+    let mut sizes = Vec::new();
+    for _ in 0..3 {
+        assert_eq!(
+            seg.encode(&text, &enc).unwrap()[1..=long.len()],
+            plain(&long)[..]
+        );
+        sizes.push(seg.cached_bytes());
+    }
+    assert_eq!(*calls.borrow(), 1, "pieces cached after the first time");
+    assert!(
+        sizes[1] >= sizes[0] + entry_bytes(&long, &plain(&long)),
+        "cached whole the second time: {sizes:?}"
+    );
+    assert_eq!(sizes[2], sizes[1], "and hit the third: {sizes:?}");
+}
+
+#[test]
+fn long_unique_text_is_encoded_in_runs_and_later_repeats_hit() {
+    let seg = Segmenter::new(vec![]);
+    let calls = RefCell::new(0);
+    let enc = |t: &str| {
+        *calls.borrow_mut() += 1;
+        bytewise(t)
+    };
+    let words: String = (0..400).map(|i| format!(" w{i}")).collect();
+    let text = format!("{words}{words}");
+    assert_eq!(seg.encode(&text, &enc).unwrap(), plain(&text));
+    let runs = *calls.borrow();
+    assert!(
+        runs > 1 && runs <= words.len() / RUN_BYTES + 2,
+        "{runs} calls for {} bytes",
+        words.len()
+    );
+}
+
+#[test]
+fn offsets_that_miss_the_cuts_fall_back_to_one_call_per_piece() {
+    let seg = Segmenter::new(vec![]);
+    let calls = RefCell::new(Vec::new());
+    // Every token claims to start at 0: the second piece gets none.
+    let enc = |t: &str| {
+        calls.borrow_mut().push(t.to_owned());
+        Ok(t.bytes().map(|b| (u32::from(b), 0)).collect())
+    };
+    assert_eq!(seg.encode("ab cd", &enc).unwrap(), plain("ab cd"));
+    assert_eq!(*calls.borrow(), ["ab cd", "ab", " cd"]);
+}
+
+#[test]
+fn cuts_only_at_single_spaces_between_words() {
+    let cut = |t: &str| pieces(t).map(|r| &t[r]).collect::<Vec<_>>().join("|");
+    assert_eq!(cut("ab  cd ef"), "ab  cd| ef");
+    assert_eq!(cut("ab\u{3000} cd x \u{3000}"), "ab\u{3000} cd| x \u{3000}");
+    assert_eq!(cut(" a\nb c "), " a\nb| c ");
+    assert_eq!(cut("x"), "x");
+    assert_eq!(cut(""), "");
+}
+
+fn held_bytes(cache: &TwoGenerations) -> usize {
+    let all = cache.current.iter().chain(cache.previous.iter());
+    all.map(|(k, v)| entry_bytes(k, v)).sum()
+}
+
+#[test]
+fn cache_stays_within_its_budget_and_counts_what_it_holds() {
+    let mut cache = TwoGenerations::default();
+    let ids: Arc<[u32]> = vec![0u32; 250].into();
+    let per = entry_bytes("piece 000000", &ids);
+    for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
+        cache.insert(format!("piece {i:06}").into(), Arc::clone(&ids));
+        let held = held_bytes(&cache);
+        assert_eq!(cache.current_bytes + cache.previous_bytes, held);
+        assert!(held <= CACHE_BUDGET_BYTES, "{held}");
+    }
+    // A hit in the previous generation moves the entry forward without double counting;
+    // inserting a piece again replaces it.
+    let old: String = cache.previous.keys().next().unwrap().to_string();
+    assert!(cache.get(&old).is_some());
+    cache.insert(old.into(), Arc::clone(&ids));
+    let held = held_bytes(&cache);
+    assert_eq!(cache.current_bytes + cache.previous_bytes, held);
+}
