@@ -208,19 +208,24 @@ impl Tokenizer {
             !t.lstrip && !t.rstrip && !t.single_word && !t.content.contains(char::is_whitespace)
         });
         // Piecewise encoding only where it provably gives the same ids on a hard sample, both
-        // while the cache fills and from it.
-        let segmenter = Some(segments::Segmenter::new(splitters))
-            .filter(|_| pieces_safe)
-            .filter(|seg| {
-                let contents: Vec<String> = added.values().map(|t| t.content.clone()).collect();
-                let sample = segments::self_check_sample(&contents);
-                let Ok(plain) = hf.encode_fast(sample.as_str(), false) else {
-                    return false;
-                };
-                let piecewise = || seg.encode(&sample, &|t| encode_with_offsets(&hf, t));
-                // First with an empty cache, then from it.
+        // while the cache fills and from it; cuts between digits too if they pass as well.
+        let contents: Vec<String> = added.values().map(|t| t.content.clone()).collect();
+        let sample = segments::self_check_sample(&contents);
+        let plain = hf.encode_fast(sample.as_str(), false).ok();
+        let passes = |seg: &segments::Segmenter| {
+            let piecewise = || seg.encode(&sample, &|t| encode_with_offsets(&hf, t));
+            plain.as_ref().is_some_and(|plain| {
                 (0..2).all(|_| piecewise().is_ok_and(|ids| ids == plain.get_ids()))
-            });
+            })
+        };
+        let candidates = [
+            segments::Segmenter::new(splitters.clone()).with_digit_cuts(),
+            segments::Segmenter::new(splitters),
+        ];
+        let segmenter = candidates
+            .into_iter()
+            .filter(|_| pieces_safe)
+            .find(|seg| passes(seg));
         // With no post-processor tokens (no BOS/EOS added), `add_special_tokens` changes nothing
         // and raw prompts can be segmented too.
         let adds_nothing = hf

@@ -301,9 +301,10 @@ fn tools_with_html_characters_render_like_python() {
 
 #[test]
 fn segment_cache_is_used_where_it_keeps_ids_identical() {
-    for (dir, expect) in [(SMOLLM2, true), (QWEN25, true), (QWEN3, true)] {
+    for dir in [SMOLLM2, QWEN25, QWEN3] {
         let tok = load(dir);
-        assert_eq!(tok.segments_cached(), expect, "{dir}");
+        let digit_cuts = tok.inner.segmenter.as_ref().map(|s| s.digit_cuts());
+        assert_eq!(digit_cuts, Some(true), "{dir} splits numbers into digits");
         // A long prompt that shares a prefix with another: chunked, cached, and still exact.
         let mut text = String::new();
         for i in 0..600 {
@@ -313,10 +314,11 @@ fn segment_cache_is_used_where_it_keeps_ids_identical() {
                     " brown fox's",
                     " 1234",
                     " naïve\n",
+                    " 2024-11-21 3.14159 x1234",
                     "  jumps",
                     " ☃ over",
                     " <|im_start|>",
-                ][i % 7],
+                ][i % 8],
             );
         }
         let plain = tok
@@ -350,4 +352,26 @@ fn segment_cache_is_used_where_it_keeps_ids_identical() {
             "{dir}: shared prefix"
         );
     }
+}
+
+#[test]
+fn digits_are_cut_apart_only_where_the_tokenizer_splits_them() {
+    // SmolLM2 with digits kept together and tokens for "12" and "123": the piece cache stays
+    // on, the cuts between digits do not, and numbers still encode exactly.
+    let dir = asset_dir(SMOLLM2);
+    let mut json: Json =
+        serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+    json["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = json!(false);
+    json["model"]["vocab"]["12"] = json!(49152);
+    json["model"]["vocab"]["123"] = json!(49153);
+    let merges = json["model"]["merges"].as_array_mut().unwrap();
+    merges.splice(0..0, [json!("1 2"), json!("12 3")]);
+    let config = std::fs::read(dir.join("tokenizer_config.json")).unwrap();
+    let tok = Tokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), &config).unwrap();
+    let digit_cuts = tok.inner.segmenter.as_ref().map(|s| s.digit_cuts());
+    assert_eq!(digit_cuts, Some(false));
+    let text = "call 5551234 on 2024-11-21, pay 1234567.89 or 42";
+    let plain = tok.inner.hf.encode_fast(text, false).unwrap();
+    assert_eq!(tok.encode(text, false).unwrap(), plain.get_ids());
+    assert!(plain.get_ids().contains(&49153), "\"123\" is one token");
 }

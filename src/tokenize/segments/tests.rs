@@ -102,12 +102,36 @@ fn offsets_that_miss_the_cuts_fall_back_to_one_call_per_piece() {
 
 #[test]
 fn cuts_only_at_single_spaces_between_words() {
-    let cut = |t: &str| pieces(t).map(|r| &t[r]).collect::<Vec<_>>().join("|");
+    let cut = |t: &str| pieces(t, false).map(|r| &t[r]).collect::<Vec<_>>().join("|");
     assert_eq!(cut("ab  cd ef"), "ab  cd| ef");
     assert_eq!(cut("ab\u{3000} cd x \u{3000}"), "ab\u{3000} cd| x \u{3000}");
     assert_eq!(cut(" a\nb c "), " a\nb| c ");
     assert_eq!(cut("x"), "x");
     assert_eq!(cut(""), "");
+    assert_eq!(cut("on 2024-11"), "on| 2024-11");
+}
+
+#[test]
+fn digit_cuts_fall_between_two_digits() {
+    let cut = |t: &str| pieces(t, true).map(|r| &t[r]).collect::<Vec<_>>().join("|");
+    assert_eq!(cut("on 2024-11 x9y 7"), "on| 2|0|2|4-1|1| x9y| 7");
+    assert_eq!(cut("12"), "12", "nothing is cut off the last byte");
+}
+
+#[test]
+fn a_piece_cut_off_between_digits_joins_only_its_neighbour() {
+    let seg = Segmenter::new(vec![]).with_digit_cuts();
+    let calls = RefCell::new(Vec::new());
+    let enc = |t: &str| {
+        calls.borrow_mut().push(t.to_owned());
+        bytewise(t)
+    };
+    seg.encode("a 1", &enc).unwrap();
+    calls.borrow_mut().clear();
+    // " 1" is cached: "b" and "2x" are missing but not neighbours, so "b2x" is never encoded.
+    let text = "b 1 x 12x";
+    assert_eq!(seg.encode(text, &enc).unwrap(), plain(text));
+    assert_eq!(*calls.borrow(), ["b x", "2x"]);
 }
 
 fn held_bytes(cache: &TwoGenerations) -> usize {
