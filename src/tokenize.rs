@@ -289,9 +289,13 @@ impl Tokenizer {
             .map_err(|e| TokenizeError::Encode(e.to_string()))
     }
 
-    /// Whether prompts are encoded piecewise with the cache (false where that could change ids).
-    pub fn segments_cached(&self) -> bool {
-        self.inner.segmenter.is_some()
+    /// How prompts are cut for the piece cache: "off" where cutting could change ids.
+    pub fn piece_cuts(&self) -> &'static str {
+        match &self.inner.segmenter {
+            None => "off",
+            Some(seg) if seg.digit_cuts() => "words and digits",
+            Some(_) => "words",
+        }
     }
 
     /// Estimated bytes held by the piece cache (0 when it is off).

@@ -62,6 +62,11 @@ pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
 
 /// Parses JSON, naming the offending field in `param` when there is one.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
+    // Tracking the path costs on every field: only a body that fails is parsed again with it.
+    serde_json::from_slice(bytes).or_else(|_| parse_naming_the_field(bytes))
+}
+
+fn parse_naming_the_field<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();

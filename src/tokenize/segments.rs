@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use super::TokenizeError;
 
@@ -58,8 +58,8 @@ pub struct Segmenter {
 /// moves the entry forward. O(1), no per-entry bookkeeping.
 #[derive(Default)]
 struct TwoGenerations {
-    current: HashMap<Box<str>, Arc<[u32]>, Hasher>,
-    previous: HashMap<Box<str>, Arc<[u32]>, Hasher>,
+    current: HashMap<Box<str>, Box<[u32]>, Hasher>,
+    previous: HashMap<Box<str>, Box<[u32]>, Hasher>,
     current_bytes: usize,
     previous_bytes: usize,
     /// Hashes of long segments seen once: only those seen again are cached whole, so unique
@@ -73,14 +73,19 @@ fn entry_bytes(piece: &str, ids: &[u32]) -> usize {
 }
 
 impl TwoGenerations {
-    fn get(&mut self, piece: &str) -> Option<Arc<[u32]>> {
+    /// Appends the ids of `piece` to `out` if it is cached.
+    fn copy_into(&mut self, piece: &str, out: &mut Vec<u32>) -> bool {
         if let Some(ids) = self.current.get(piece) {
-            return Some(Arc::clone(ids));
+            out.extend_from_slice(ids);
+            return true;
         }
-        let (key, ids) = self.previous.remove_entry(piece)?;
+        let Some((key, ids)) = self.previous.remove_entry(piece) else {
+            return false;
+        };
+        out.extend_from_slice(&ids);
         self.previous_bytes -= entry_bytes(&key, &ids);
-        self.insert(key, Arc::clone(&ids));
-        Some(ids)
+        self.insert(key, ids);
+        true
     }
 
     /// Whether `segment` was seen before; remembers it now.
@@ -91,7 +96,7 @@ impl TwoGenerations {
         !self.seen.insert(self.seen_hasher.hash_one(segment))
     }
 
-    fn insert(&mut self, piece: Box<str>, ids: Arc<[u32]>) {
+    fn insert(&mut self, piece: Box<str>, ids: Box<[u32]>) {
         let bytes = entry_bytes(&piece, &ids);
         if self.current_bytes + bytes > CACHE_BUDGET_BYTES / 2 {
             self.previous = std::mem::take(&mut self.current);
@@ -184,8 +189,7 @@ impl Segmenter {
             return self.encode_pieces(text, ids, encode);
         }
         let mut cache = self.lock();
-        if let Some(hit) = cache.get(text) {
-            ids.extend_from_slice(&hit);
+        if cache.copy_into(text, ids) {
             return Ok(());
         }
         let repeated = cache.seen_before(text);
@@ -209,24 +213,28 @@ impl Segmenter {
         ids: &mut Vec<u32>,
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
-        // Each piece: its range, then its ids if cached; a piece missing twice is encoded once.
-        let mut found: Vec<(Range<usize>, Slot)> = Vec::new();
+        // Each piece: its range and where its ids are; a piece missing twice is encoded once.
+        // Cached ids are copied into `hits` under the lock (no per-piece allocation).
+        let mut found: Vec<(Range<usize>, Slot)> = Vec::with_capacity(text.len() / 4);
+        let mut hits: Vec<u32> = Vec::with_capacity(text.len() / 3);
         let mut missing: Vec<usize> = Vec::new();
         {
             let mut first_miss: HashMap<&str, usize, Hasher> = HashMap::default();
             let mut cache = self.lock();
             for p in pieces(text, self.digit_cuts) {
                 let piece = &text[p.clone()];
-                let slot = match cache.get(piece) {
-                    Some(hit) => Slot::Ids(hit),
-                    None => match first_miss.get(piece) {
+                let from = hits.len();
+                let slot = if cache.copy_into(piece, &mut hits) {
+                    Slot::Hit(from..hits.len())
+                } else {
+                    match first_miss.get(piece) {
                         Some(&k) => Slot::SameAs(k),
                         None => {
                             first_miss.insert(piece, found.len());
                             missing.push(found.len());
                             Slot::Missing
                         }
-                    },
+                    }
                 };
                 found.push((p, slot));
             }
@@ -242,14 +250,14 @@ impl Segmenter {
             match split_by_offsets(&encoded, &starts, joined.len()) {
                 Some(split) => {
                     for (&k, piece_ids) in run.iter().zip(split) {
-                        found[k].1 = Slot::Ids(piece_ids.into());
+                        found[k].1 = Slot::New(piece_ids.into());
                     }
                 }
                 // The offsets did not line up with the cuts: encode these pieces one by one.
                 None => {
                     for &k in run {
                         let one = encode(&text[found[k].0.clone()])?;
-                        found[k].1 = Slot::Ids(one.iter().map(|&(id, _)| id).collect());
+                        found[k].1 = Slot::New(one.iter().map(|&(id, _)| id).collect());
                     }
                 }
             }
@@ -259,18 +267,24 @@ impl Segmenter {
                 Slot::SameAs(k) => found.get(*k).map_or(slot, |(_, first)| first),
                 _ => slot,
             };
-            let Slot::Ids(piece_ids) = slot else {
-                return Err(TokenizeError::Encode(
-                    "a prompt piece was left unencoded".into(),
-                ));
-            };
-            ids.extend_from_slice(piece_ids);
+            match slot {
+                Slot::Hit(range) => ids.extend_from_slice(&hits[range.clone()]),
+                Slot::New(piece_ids) => ids.extend_from_slice(piece_ids),
+                Slot::Missing | Slot::SameAs(_) => {
+                    return Err(TokenizeError::Encode(
+                        "a prompt piece was left unencoded".into(),
+                    ))
+                }
+            }
         }
         if !missing.is_empty() {
             let mut cache = self.lock();
             for k in missing {
-                if let Some((range, Slot::Ids(piece_ids))) = found.get(k) {
-                    cache.insert(text[range.clone()].into(), Arc::clone(piece_ids));
+                let Some((range, slot)) = found.get_mut(k) else {
+                    continue;
+                };
+                if let Slot::New(piece_ids) = std::mem::replace(slot, Slot::Missing) {
+                    cache.insert(text[range.clone()].into(), piece_ids);
                 }
             }
         }
@@ -280,7 +294,10 @@ impl Segmenter {
 
 /// A piece's ids during `encode_pieces`.
 enum Slot {
-    Ids(Arc<[u32]>),
+    /// Cached: these ids in `hits`.
+    Hit(Range<usize>),
+    /// Encoded now.
+    New(Box<[u32]>),
     /// Not cached: to be encoded.
     Missing,
     /// The same text as an earlier missing piece (its index).
@@ -290,11 +307,7 @@ enum Slot {
 /// The missing pieces (indices into `found`) in groups of about `RUN_BYTES` of text. A piece
 /// cut off between two digits starts a new group unless it follows its neighbour in the text:
 /// only a digit is known to be safe before it.
-fn runs<'m>(
-    text: &str,
-    found: &[(Range<usize>, Slot)],
-    missing: &'m [usize],
-) -> Vec<&'m [usize]> {
+fn runs<'m>(text: &str, found: &[(Range<usize>, Slot)], missing: &'m [usize]) -> Vec<&'m [usize]> {
     let starts_with_digit = |k: usize| {
         found
             .get(k)
