@@ -25,16 +25,8 @@ enum Command {
     Demo(switchboard::commands::DemoOptions),
 }
 
-fn main() -> std::process::ExitCode {
-    let mut b = if std::env::var_os("SB_CT").is_some() {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    b.enable_all().build().unwrap().block_on(amain())
-}
-
-async fn amain() -> std::process::ExitCode {
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         // Parsed again with the `--config` file merged in.
