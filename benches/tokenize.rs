@@ -66,8 +66,8 @@ const QUESTION: &str = "Thanks. Now compare that with how a reverse proxy such a
 
 /// Multi-turn follow-ups: the 8k-token conversation so far is cached (it was the previous
 /// request) and a new user message is appended. `typical`: a ~100-token question whose words
-/// were seen before except its ticket number (new every time); `novel`: 50 made-up words, all
-/// new to the cache (the worst case).
+/// were seen before except its ticket number (new every time, though Qwen's digits are cached one
+/// by one); `novel`: 50 made-up words of letters only, all new to the cache (the worst case).
 fn follow_up(c: &mut Criterion) {
     let tok = qwen();
     let mut history = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
@@ -87,7 +87,7 @@ fn follow_up(c: &mut Criterion) {
     let mut new_text = |novel: bool| {
         serial += 1;
         if novel {
-            (0..50).map(|i| format!(" w{serial}x{i}")).collect()
+            (0..50).map(|i| made_up_word(serial * 64 + i)).collect()
         } else {
             format!("{QUESTION} {serial}")
         }
@@ -107,6 +107,21 @@ fn follow_up(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// " " and seven letters, distinct for each `n` (splitmix64): no digits, which the cache would
+/// hold one by one.
+fn made_up_word(n: u64) -> String {
+    let mut x = n.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    let mut word = String::from(" ");
+    for _ in 0..7 {
+        word.push(char::from(b'a' + (x % 26) as u8));
+        x /= 26;
+    }
+    word
 }
 
 fn detok(c: &mut Criterion) {
