@@ -386,7 +386,11 @@ async fn tokenizer_cache_size_is_exported() {
     let gw = support::gateway(&[&sim], &[]).await;
     let gauge = |text: &str| support::metric(text, "switchboard_tokenizer_cache_bytes");
     let before = gauge(&support::metrics_text(&gw.url).await).expect("gauge exported");
-    let words: String = (0..300).map(|i| format!(" zebra{i}")).collect();
+    // Letters only: digits would be cut apart and cached one by one.
+    let letter = |n: usize| char::from(b'a' + (n % 26) as u8);
+    let words: String = (0..300)
+        .map(|i| format!(" zebra{}{}", letter(i / 26), letter(i)))
+        .collect();
     let body =
         json!({"model": MODEL, "messages": [{"role":"user","content": words}], "max_tokens": 2});
     let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
