@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::io::Write;
-
 use serde_json::Value;
 
 /// Bound on one python run; the slowest (gsp, 200 prompts of ~2.2k tokens) takes ~10 s.
@@ -18,24 +16,6 @@ const BACKENDS: [&str; 3] = ["sglang", "sglang-oai", "sglang-oai-chat"];
 const NUM_PROMPTS: usize = 200;
 const GSP_GROUPS: usize = 8;
 const GSP_PER_GROUP: usize = 25;
-
-/// The python to use, or `None` (after a visible SKIPPED line) outside CI.
-fn python() -> Option<String> {
-    match std::env::var("SWITCHBOARD_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but SWITCHBOARD_PYTHON is not: the python client tests must run in CI (see .ci/python-env.sh)")
-        }
-        _ => {
-            // Straight to stderr: libtest captures eprintln! of passing tests.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)"
-            );
-            None
-        }
-    }
-}
 
 fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
     let mut a: Vec<String> = [
@@ -98,7 +78,9 @@ async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
 
 #[tokio::test]
 async fn openai_sdk_through_gateway_to_two_sims() {
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
     let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
     let gw = support::gateway(&[&s1, &s2], &[]).await;
@@ -113,7 +95,9 @@ async fn openai_sdk_through_gateway_to_two_sims() {
 
 #[tokio::test]
 async fn bench_serving_against_sim() {
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let sim = support::sim(SIM_FAST).await;
     for dataset in ["random-ids", "generated-shared-prefix"] {
         for backend in BACKENDS {
@@ -124,7 +108,9 @@ async fn bench_serving_against_sim() {
 
 #[tokio::test]
 async fn bench_serving_through_gateway() {
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let (s1, s2) = (support::sim(SIM_FAST).await, support::sim(SIM_FAST).await);
     let gw = support::gateway(&[&s1, &s2], &[]).await;
     for backend in BACKENDS {
@@ -134,7 +120,9 @@ async fn bench_serving_through_gateway() {
 
 #[tokio::test]
 async fn prefix_cache_visible_on_shared_prefix() {
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let sim = support::sim(SIM_FAST).await;
     bench(&py, &sim.url, "sglang", "generated-shared-prefix").await;
 

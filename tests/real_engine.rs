@@ -17,165 +17,18 @@
 mod support;
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::llama::{stack, TOKENIZER};
 use tokio::io::AsyncWriteExt;
 
 const MODEL: &str = support::MODEL;
-const TOKENIZER: &str = "assets/tokenizers/smollm2-135m-instruct";
 /// Bound on one python run; a bench_serving run here takes ~10–30 s.
 const BENCH_PROMPTS: usize = 48;
 
 /// Two llama-servers and a gateway per test would fight over 2 cores; one test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// `(server binary, model)` from the environment, or `None` (after a visible SKIPPED line)
-/// outside CI.
-fn engine() -> Option<(String, String)> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("SWITCHBOARD_LLAMA_SERVER"),
-        get("SWITCHBOARD_LLAMA_MODEL"),
-    ) {
-        (Some(s), Some(m)) => Some((s, m)),
-        _ if std::env::var_os("CI").is_some() => panic!(
-            "CI is set but SWITCHBOARD_LLAMA_SERVER / SWITCHBOARD_LLAMA_MODEL are not: \
-             the real-engine tests must run in CI (see .ci/llama-server.sh)"
-        ),
-        _ => {
-            // Straight to stderr: libtest captures eprintln! of passing tests.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: set SWITCHBOARD_LLAMA_SERVER and SWITCHBOARD_LLAMA_MODEL (see .ci/llama-server.sh)"
-            );
-            None
-        }
-    }
-}
-
-/// The python for the SDK / bench_serving tests, or `None` (after a SKIPPED line) outside CI.
-fn python() -> Option<String> {
-    match std::env::var("SWITCHBOARD_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but SWITCHBOARD_PYTHON is not (see .ci/python-env.sh)")
-        }
-        _ => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)"
-            );
-            None
-        }
-    }
-}
-
-/// One `llama-server` process, killed when dropped.
-struct Llama {
-    child: Option<Child>,
-    url: String,
-}
-
-impl Llama {
-    async fn start(server: &str, model: &str) -> Llama {
-        let port = support::free_port();
-        let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
-        let out = || {
-            if quiet {
-                Stdio::null()
-            } else {
-                Stdio::inherit()
-            }
-        };
-        let port_s = port.to_string();
-        // -c 4096 over --parallel 4 slots; -t 1: one thread per server, two servers on 2 cores.
-        let child = Command::new(server)
-            .args(["--host", "127.0.0.1", "--port", &port_s, "-m", model])
-            .args(["-c", "4096", "--parallel", "4", "-t", "1", "--metrics"])
-            .args(["--alias", MODEL, "--jinja"])
-            .stdin(Stdio::null())
-            .stdout(out())
-            .stderr(out())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {server}: {e}"));
-        let llama = Llama {
-            child: Some(child),
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        // /health is 503 while the model loads (~1 s idle, longer on a busy machine).
-        wait_ok(&format!("{}/health", llama.url), Duration::from_secs(60)).await;
-        llama
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// `llamacpp:requests_processing`: slots busy generating.
-    async fn processing(&self) -> f64 {
-        let text = support::metrics_text(&self.url).await;
-        support::metric(&text, "llamacpp:requests_processing").unwrap_or_else(|| {
-            panic!(
-                "no llamacpp:requests_processing in {}/metrics:\n{text}",
-                self.url
-            )
-        })
-    }
-}
-
-impl Drop for Llama {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-async fn wait_ok(url: &str, limit: Duration) {
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(r) = client.get(url).send().await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{url} did not answer 200 within {limit:?}");
-}
-
-/// Two llama-servers and the gateway in front of them, ready.
-struct Stack {
-    llamas: [Llama; 2],
-    gw: support::Proc,
-}
-
-async fn stack(server: &str, model: &str) -> Stack {
-    let llamas = [
-        Llama::start(server, model).await,
-        Llama::start(server, model).await,
-    ];
-    let tokenizer = support::repo_path(TOKENIZER);
-    let mut args = vec![
-        "--backend",
-        "openai",
-        "--model-path",
-        &tokenizer,
-        "--served-model-name",
-        MODEL,
-        "--worker-urls",
-    ];
-    args.extend(llamas.iter().map(|l| l.url.as_str()));
-    // Workers passed as flags (the harness's `workers` take simulator handles only), so the
-    // harness waits for /health and we wait for /readiness: a worker passed its health check.
-    let gw = support::gateway(&[], &args).await;
-    wait_ok(&format!("{}/readiness", gw.url), Duration::from_secs(20)).await;
-    Stack { llamas, gw }
-}
 
 /// The gateway's in-flight requests summed over its workers.
 async fn gateway_in_flight(gw: &str) -> f64 {
@@ -199,10 +52,12 @@ fn long_chat(max_tokens: u32) -> Value {
 
 #[tokio::test]
 async fn openai_sdk_through_gateway() {
-    let Some((server, model)) = engine() else {
+    let Some((server, model)) = support::llama::engine() else {
         return;
     };
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let _serial = SERIAL.lock().await;
     let s = stack(&server, &model).await;
     let r = support::python::run(
@@ -227,10 +82,12 @@ async fn openai_sdk_through_gateway() {
 
 #[tokio::test]
 async fn bench_serving_through_gateway() {
-    let Some((server, model)) = engine() else {
+    let Some((server, model)) = support::llama::engine() else {
         return;
     };
-    let Some(py) = python() else { return };
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
     let _serial = SERIAL.lock().await;
     let s = stack(&server, &model).await;
     for backend in ["sglang-oai-chat", "sglang-oai"] {
@@ -278,7 +135,7 @@ async fn bench_serving_through_gateway() {
 
 #[tokio::test]
 async fn client_disconnect_stops_the_engine() {
-    let Some((server, model)) = engine() else {
+    let Some((server, model)) = support::llama::engine() else {
         return;
     };
     let _serial = SERIAL.lock().await;
@@ -429,7 +286,7 @@ async fn stream_to_end(client: reqwest::Client, url: String, body: Value) -> End
 
 #[tokio::test]
 async fn engine_killed_mid_run() {
-    let Some((server, model)) = engine() else {
+    let Some((server, model)) = support::llama::engine() else {
         return;
     };
     let _serial = SERIAL.lock().await;

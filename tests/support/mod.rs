@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fake_kube;
+pub mod llama;
 pub mod python;
 
 use std::net::TcpListener;
@@ -71,8 +72,13 @@ fn spawn_env(args: &[String], env: &[(&str, &str)]) -> Child {
 
 /// Polls `url` until it answers 200, for at most 20 s.
 pub async fn wait_ok(url: &str) {
+    wait_ok_within(url, Duration::from_secs(20)).await;
+}
+
+/// Polls `url` until it answers 200, for at most `limit`.
+pub async fn wait_ok_within(url: &str, limit: Duration) {
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if let Ok(r) = client.get(url).send().await {
             if r.status().is_success() {

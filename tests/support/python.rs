@@ -8,6 +8,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The python from `SWITCHBOARD_PYTHON` (made by `.ci/python-env.sh`), or `None` after a
+/// visible SKIPPED line outside CI; in CI a missing one is a failure.
+pub fn interpreter() -> Option<String> {
+    match std::env::var("SWITCHBOARD_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but SWITCHBOARD_PYTHON is not: the python client tests must run in CI (see .ci/python-env.sh)")
+        }
+        _ => {
+            // Straight to stderr: libtest captures eprintln! of passing tests.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: set SWITCHBOARD_PYTHON (see .ci/python-env.sh)"
+            );
+            None
+        }
+    }
+}
+
 /// How long one Python client run may take.
 pub const TIMEOUT: Duration = Duration::from_secs(240);
 
