@@ -22,7 +22,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
     let gw = crate::gateway::start(config)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), model = %gw.state.model, piece_cuts = gw.state.tokenizer.piece_cuts(), "switchboard listening");
+    tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), model = %gw.state.model.name, piece_cuts = gw.state.model.tokenizer.piece_cuts(), "switchboard listening");
     println!("switchboard listening on http://{}", gw.addr);
     let grace =
         std::time::Duration::from_secs(gw.state.config.reliability.shutdown_grace_period_secs);
@@ -94,7 +94,7 @@ pub async fn demo(opts: DemoOptions) -> Result<(), String> {
     let gw = crate::gateway::start(config)
         .await
         .map_err(|e| e.to_string())?;
-    let model = gw.state.model.clone();
+    let model = gw.state.model.name.clone();
     println!(
         "switchboard demo: gateway on http://{} in front of simulated SGLang workers {}",
         gw.addr,

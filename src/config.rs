@@ -32,7 +32,7 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub routing: crate::routing::RoutingConfig,
     #[command(flatten)]
-    pub admission: crate::server::admission::AdmissionConfig,
+    pub admission: crate::admission::AdmissionConfig,
     #[command(flatten)]
     pub reliability: crate::relay::reliability::ReliabilityConfig,
     #[command(flatten)]
@@ -163,7 +163,7 @@ impl ServeConfig {
 
     fn validated(self) -> Result<ServeConfig, ConfigError> {
         for url in &self.worker_urls {
-            crate::workers::validate_url(url).map_err(ConfigError::Invalid)?;
+            crate::upstream::Origin::parse(url).map_err(ConfigError::Invalid)?;
         }
         if self.discovery.service_discovery {
             self.discovery.rules().map_err(ConfigError::Invalid)?;

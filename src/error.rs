@@ -46,7 +46,7 @@ pub enum GatewayError {
     MethodNotAllowed,
     #[error("this route needs the admin API key")]
     Forbidden,
-    /// Admission control (`server::admission`) refused the request: 429 with `Retry-After`.
+    /// Admission control (`admission`) refused the request: 429 with `Retry-After`.
     #[error("{reason}")]
     TooManyRequests {
         reason: String,

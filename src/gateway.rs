@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use crate::config::ServeConfig;
 use crate::metrics::Metrics;
+use crate::model::Model;
+use crate::relay::Relay;
+use crate::routing::Router;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
@@ -58,7 +61,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         })?;
         tokenizer = tokenizer.with_chat_template(source)?;
     }
-    let model: Arc<str> = config
+    let name: Arc<str> = config
         .served_model_name
         .clone()
         .unwrap_or(default_name)
@@ -67,24 +70,40 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         .context_length
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
-    let registry = Arc::new(Registry::new(&config.worker_urls)?);
+    let model = Model {
+        name,
+        tokenizer: Arc::new(tokenizer),
+        context_length,
+    };
     let metrics = Arc::new(Metrics::new(
         prometheus::Registry::new(),
-        &model,
+        &model.name,
         &config.routing.policy.name(),
     )?);
-    Ok(AppState {
-        policy: crate::routing::build(&config.routing),
-        model,
-        context_length,
-        tokenizer: Arc::new(tokenizer),
-        registry,
-        client: Client::new(std::time::Duration::from_secs(
-            config.reliability.connect_timeout_secs.max(1),
-        )),
+    let client = Client::new(Duration::from_secs(
+        config.reliability.connect_timeout_secs.max(1),
+    ));
+    let router = Arc::new(Router::new(
+        Arc::new(Registry::new(&config.worker_urls)?),
+        crate::routing::build(&config.routing),
+        Arc::clone(&metrics),
+        client.clone(),
+    ));
+    let relay = Arc::new(Relay {
+        router: Arc::clone(&router),
+        client,
+        metrics: Arc::clone(&metrics),
+        tokenizer: Arc::clone(&model.tokenizer),
+        reliability: config.reliability.clone(),
+        request_timeout_secs: config.request_timeout_secs,
         shutdown: tokio::sync::watch::channel(false).0,
-        draining: tokio::sync::watch::channel(false).0,
+    });
+    Ok(AppState {
+        model,
+        router,
+        relay,
         metrics,
+        draining: tokio::sync::watch::channel(false).0,
         config,
     })
 }
@@ -93,20 +112,28 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
 pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
     let state = Arc::new(build_state(config)?);
     let c = &state.config;
+    let registry = state.router.registry();
+    let client = &state.relay.client;
     health::spawn(
-        Arc::clone(&state.registry),
-        state.client.clone(),
+        Arc::clone(registry),
+        client.clone(),
         Duration::from_secs(c.health_check_interval_secs.max(1)),
     );
     if c.load_poll_interval_ms > 0 {
         load_poll::spawn(
-            Arc::clone(&state.registry),
-            state.client.clone(),
+            Arc::clone(registry),
+            client.clone(),
             Duration::from_millis(c.load_poll_interval_ms),
         );
     }
     if c.discovery.service_discovery {
-        crate::discovery::watch::spawn(Arc::clone(&state), &c.discovery).await?;
+        let fleet = crate::discovery::reconcile::Fleet {
+            router: Arc::clone(&state.router),
+            client: client.clone(),
+            model: Arc::clone(&state.model.name),
+            metrics: Arc::clone(&state.metrics),
+        };
+        crate::discovery::watch::spawn(fleet, &c.discovery).await?;
     }
     let (tcp, local) = crate::net::bind(&c.host, c.port).await?;
     let metrics_addr = match c.prometheus_port {
@@ -156,7 +183,7 @@ impl Gateway {
             return;
         }
         tracing::warn!("grace period over: ending the requests still in flight");
-        let _ = self.state.shutdown.send(true);
+        let _ = self.state.relay.shutdown.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
         // Let the abort requests to workers go out before the runtime stops.
         tokio::time::sleep(Duration::from_millis(300)).await;

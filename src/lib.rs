@@ -1,19 +1,10 @@
 //! Switchboard: an OpenAI-compatible gateway in front of SGLang workers.
 //!
-//! One request's path, top to bottom, one module each:
-//!
-//! ```text
-//! server::handlers   read and parse the body (server::body), count errors (dispatch::respond)
-//!   → prepare        validate; chat template + tokenize once (tokenize); sampling → SGLang params
-//!   → routing        pick a healthy worker with the configured policy (workers: registry, load guard)
-//!   → upstream       POST /generate with our token ids (or forward the body to the worker's own route)
-//!   → relay          worker chunks → OpenAI SSE / JSON, aborting the worker if the client leaves
-//!   → metrics        TTFT, ITL, TPOT, E2E and stage durations, observed when the response really ends
-//! ```
-//!
-//! `discovery` keeps the worker set in step with Kubernetes pods (`--service-discovery`).
-//! `sim` is a simulated SGLang worker (engine model + HTTP server) used by tests, demos and benchmarks.
+//! ARCHITECTURE.md is the map: the module order (each module uses only those below it, checked
+//! by `tests/it/layering.rs`), a request's phases (parse → prepare → pick → open leg → relay →
+//! end) and the invariants of its ending (`relay::exchange`).
 
+pub mod admission;
 pub mod bundled;
 pub mod commands;
 pub mod config;
@@ -21,6 +12,7 @@ pub mod discovery;
 pub mod error;
 pub mod gateway;
 pub mod metrics;
+pub mod model;
 pub mod net;
 pub mod prepare;
 pub mod protocol;

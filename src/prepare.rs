@@ -4,12 +4,12 @@
 use serde_json::Value;
 
 use crate::error::GatewayError;
+use crate::model::Model;
 use crate::protocol::openai::{
     ChatCompletionRequest, CompletionRequest, Prompt, Sampling, HARMLESS_FIELDS,
 };
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
-use crate::server::AppState;
 use crate::tokenize::ChatTemplateInput;
 
 pub struct Prepared {
@@ -34,8 +34,8 @@ const ROLES: &[&str] = &[
 ];
 const MAX_MESSAGES: usize = 10_000;
 
-pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, GatewayError> {
-    check_model(app, &req.model)?;
+pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, GatewayError> {
+    check_model(model, &req.model)?;
     if req.messages.is_empty() {
         return Err(invalid("messages", "messages must be a non-empty list").into());
     }
@@ -55,7 +55,7 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
     };
-    let prompt_ids = app.tokenizer.render_and_encode(&input)?;
+    let prompt_ids = model.tokenizer.render_and_encode(&input)?;
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);
     let param = if req.max_completion_tokens.is_some() {
         "max_completion_tokens"
@@ -64,7 +64,7 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
     };
     let forward = req.tools.is_some() || needs_worker_route(&req.sampling, &req.other);
     finish(
-        app,
+        model,
         prompt_ids,
         &req.sampling,
         max,
@@ -79,28 +79,28 @@ pub fn chat(app: &AppState, req: &ChatCompletionRequest) -> Result<Prepared, Gat
     })
 }
 
-pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
-    check_model(app, &req.model)?;
+pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
+    check_model(model, &req.model)?;
     let mut forward = needs_worker_route(&req.sampling, &req.other);
     let prompt_ids = match &req.prompt {
-        Prompt::Text(t) => app.tokenizer.encode(t, true)?,
-        Prompt::Ids(ids) => check_ids(app, ids.clone())?,
-        Prompt::Texts(ts) if ts.len() == 1 => app.tokenizer.encode(&ts[0], true)?,
-        Prompt::IdBatches(b) if b.len() == 1 => check_ids(app, b[0].clone())?,
+        Prompt::Text(t) => model.tokenizer.encode(t, true)?,
+        Prompt::Ids(ids) => check_ids(model, ids.clone())?,
+        Prompt::Texts(ts) if ts.len() == 1 => model.tokenizer.encode(&ts[0], true)?,
+        Prompt::IdBatches(b) if b.len() == 1 => check_ids(model, b[0].clone())?,
         Prompt::Texts(ts) if !ts.is_empty() => {
             forward = true; // a batch: the worker's own route answers one choice per prompt
-            app.tokenizer.encode(&ts[0], true)?
+            model.tokenizer.encode(&ts[0], true)?
         }
         Prompt::IdBatches(b) if !b.is_empty() => {
             forward = true;
-            check_ids(app, b[0].clone())?
+            check_ids(model, b[0].clone())?
         }
         _ => return Err(invalid("prompt", "prompt must not be empty").into()),
     };
     // OpenAI's completions default is 16 tokens.
     let max = req.sampling.max_tokens.or(Some(16));
     finish(
-        app,
+        model,
         prompt_ids,
         &req.sampling,
         max,
@@ -117,7 +117,7 @@ pub fn completion(app: &AppState, req: &CompletionRequest) -> Result<Prepared, G
 
 #[allow(clippy::too_many_arguments)]
 fn finish(
-    app: &AppState,
+    model: &Model,
     prompt_ids: Vec<u32>,
     sampling: &Sampling,
     max: Option<i64>,
@@ -126,7 +126,7 @@ fn finish(
     include_usage: bool,
     forward: bool,
 ) -> Result<Prepared, GatewayError> {
-    let ctx = app.context_length;
+    let ctx = model.context_length;
     if prompt_ids.is_empty() {
         return Err(invalid("prompt", "the prompt is empty").into());
     }
@@ -164,11 +164,11 @@ fn finish(
     })
 }
 
-fn check_model(app: &AppState, model: &str) -> Result<(), GatewayError> {
-    if model == &*app.model {
+fn check_model(model: &Model, name: &str) -> Result<(), GatewayError> {
+    if name == &*model.name {
         Ok(())
     } else {
-        Err(GatewayError::ModelNotFound(model.to_owned()))
+        Err(GatewayError::ModelNotFound(name.to_owned()))
     }
 }
 
@@ -199,8 +199,8 @@ fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {
     }
 }
 
-fn check_ids(app: &AppState, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
-    let vocab = app.tokenizer.vocab_size() as u32;
+fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
+    let vocab = model.tokenizer.vocab_size() as u32;
     match ids.iter().find(|&&t| t >= vocab) {
         Some(t) => Err(invalid(
             "prompt",

@@ -1,11 +1,44 @@
-//! Relaying a worker's generation to the client: OpenAI chunks for streams, one JSON object
-//! otherwise, raw bytes for passthrough routes; latency and token metrics recorded on the way.
+//! Serving a generation: the exchange with the workers (one core for every path: the ending,
+//! the deadlines and the retry loop) and relaying what they send to the client, as OpenAI
+//! chunks, one JSON object, or the worker's own bytes.
+//!
+//! Inside, bottom to top: `reliability` (settings, deadlines, backoff) → `exchange` (a request's
+//! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
+//! `generation` (token ids over `/generate`, with migration) and `passthrough` (bodies
+//! forwarded as they are, `observe` reading their token counts) → `format`, `stream`,
+//! `collect` (what the client sees of a generation).
 
 pub mod collect;
+pub mod exchange;
 pub mod format;
 pub mod generation;
+mod observe;
 pub mod passthrough;
 pub mod reliability;
+pub mod retry;
 pub mod stream;
 
+use std::sync::Arc;
+
+pub use exchange::Exchange;
 pub use generation::Generation;
+
+use crate::metrics::Metrics;
+use crate::routing::Router;
+use crate::tokenize::Tokenizer;
+use crate::upstream::Client;
+use reliability::ReliabilityConfig;
+
+/// What every exchange with the workers shares.
+pub struct Relay {
+    pub router: Arc<Router>,
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    /// Detokenizes the output of workers that send only ids (`--skip-tokenizer-init`).
+    pub tokenizer: Arc<Tokenizer>,
+    pub reliability: ReliabilityConfig,
+    /// Limit for a whole request (0 = none).
+    pub request_timeout_secs: u64,
+    /// Flipped to `true` when the shutdown grace period is over: in-flight exchanges end.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}

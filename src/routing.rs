@@ -1,4 +1,5 @@
-//! Choosing a worker. Each policy is a pure, synchronous pick over a snapshot of the workers.
+//! Choosing a worker. Each policy is a pure, synchronous pick over a snapshot of the workers;
+//! the [`Router`] is how the rest of the gateway asks for one.
 
 pub mod cache_aware;
 pub mod config;
@@ -9,12 +10,16 @@ pub mod prefix_cost;
 pub mod prefix_index;
 pub mod random;
 pub mod round_robin;
+mod router;
+mod session;
 #[cfg(test)]
 mod workload_tests;
 
 use std::sync::Arc;
 
 pub use config::{PolicyKind, RoutingConfig};
+pub use router::Router;
+pub use session::session_key;
 
 use crate::workers::{Worker, WorkerId};
 

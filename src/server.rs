@@ -1,7 +1,6 @@
 //! The HTTP surface: routes and the tower layers around them, outermost first.
 
 pub mod admin;
-pub mod admission;
 pub mod auth;
 pub mod body;
 pub mod handlers;
@@ -25,7 +24,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     // Layered before the API-key check, so it sits inside it: a client without a valid key
     // takes no slot and no rate-limit bucket.
     if let Some(admission) =
-        admission::AdmissionLayer::new(&state.config.admission, Arc::clone(&state.metrics))
+        crate::admission::AdmissionLayer::new(&state.config.admission, Arc::clone(&state.metrics))
     {
         inference = inference.route_layer(admission);
     }

@@ -4,6 +4,7 @@
 //! adds (special tokens, chat template, max length). It is an `Arc` inside,
 //! so cloning is cheap and it can be shared by many tasks.
 
+mod chat_input;
 mod chat_template;
 mod config;
 mod content;
@@ -13,41 +14,16 @@ mod segments;
 #[cfg(test)]
 mod tests;
 
+pub use chat_input::ChatTemplateInput;
 pub use chat_template::ContentFormat;
 pub use detokenize::{DecodeDelta, IncrementalDecoder};
 pub use error::TokenizeError;
 
 use chat_template::ChatTemplate;
 use config::TokenizerConfig;
-use minijinja::value::{Serde, Value};
-use serde_json::{Map, Value as Json};
-use std::collections::BTreeMap;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What a chat template is rendered from (an OpenAI chat request, mostly).
-#[derive(Debug, Clone, Copy)]
-pub struct ChatTemplateInput<'a> {
-    /// OpenAI-style messages (`role`, `content` as a string or text parts, ...).
-    pub messages: &'a [Json],
-    /// Tool definitions as the template should see them (HF: `tools`).
-    pub tools: Option<&'a Json>,
-    pub add_generation_prompt: bool,
-    /// `chat_template_kwargs`: extra template variables (e.g. `enable_thinking`).
-    pub extra: Option<&'a Map<String, Json>>,
-}
-
-impl<'a> ChatTemplateInput<'a> {
-    /// Messages only, with the generation prompt (the usual chat request).
-    pub fn new(messages: &'a [Json]) -> Self {
-        ChatTemplateInput {
-            messages,
-            tools: None,
-            add_generation_prompt: true,
-            extra: None,
-        }
-    }
-}
 
 /// Prompts longer than this are tokenized on the blocking pool: a few milliseconds of
 /// tokenizing on an I/O thread would delay every stream that thread serves.
@@ -106,11 +82,6 @@ fn encode_with_offsets(
         .map_err(|e| TokenizeError::Encode(e.to_string()))?;
     let starts = enc.get_offsets().iter().map(|&(start, _)| start);
     Ok(enc.get_ids().iter().copied().zip(starts).collect())
-}
-
-/// Any serializable value as a template value (keeps map order).
-fn to_value<T: serde::Serialize>(v: T) -> Value {
-    Value::from(Serde(v))
 }
 
 impl Tokenizer {
@@ -366,68 +337,5 @@ impl Tokenizer {
             .template
             .as_ref()
             .map(ChatTemplate::content_format)
-    }
-
-    /// Render the chat template as HF's `apply_chat_template(tokenize=False)`
-    /// does, with SGLang's message normalisation (see `content.rs`).
-    pub fn apply_chat_template(
-        &self,
-        req: &ChatTemplateInput<'_>,
-    ) -> Result<String, TokenizeError> {
-        let template = self
-            .inner
-            .template
-            .as_ref()
-            .ok_or_else(|| TokenizeError::Template("the model has no chat template".into()))?;
-        let format = template.content_format();
-        let mut messages = Vec::with_capacity(req.messages.len());
-        for m in req.messages {
-            messages.push(to_value(content::normalize_message(m, format)?.as_ref()));
-        }
-
-        // HF: special tokens map first, chat_template_kwargs over it; the
-        // fixed arguments cannot be overridden.
-        let cfg = &self.inner.config;
-        let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
-        for (name, tok) in [
-            ("bos_token", &cfg.bos_token),
-            ("eos_token", &cfg.eos_token),
-            ("unk_token", &cfg.unk_token),
-            ("pad_token", &cfg.pad_token),
-        ] {
-            if let Some(t) = tok {
-                ctx.insert(name.into(), Value::from(t.as_str()));
-            }
-        }
-        if !cfg.additional_special_tokens.is_empty() {
-            ctx.insert(
-                "additional_special_tokens".into(),
-                to_value(&cfg.additional_special_tokens),
-            );
-        }
-        if let Some(extra) = req.extra {
-            for (k, v) in extra {
-                ctx.insert(k.clone(), to_value(v));
-            }
-        }
-        let tools = req.tools.filter(|t| !t.is_null());
-        ctx.insert("messages".into(), Value::from(messages));
-        ctx.insert("tools".into(), tools.map_or(Value::from(()), to_value));
-        ctx.insert("documents".into(), Value::from(()));
-        ctx.insert(
-            "add_generation_prompt".into(),
-            Value::from(req.add_generation_prompt),
-        );
-        template.render(Value::from(ctx), tools.is_some())
-    }
-
-    /// Template, then `encode(prompt, add_special_tokens=false)`, as SGLang
-    /// does for chat requests (the template already holds BOS if needed).
-    pub fn render_and_encode(
-        &self,
-        req: &ChatTemplateInput<'_>,
-    ) -> Result<Vec<u32>, TokenizeError> {
-        let prompt = self.apply_chat_template(req)?;
-        self.encode(&prompt, false)
     }
 }

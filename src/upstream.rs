@@ -1,13 +1,41 @@
 //! Talking to workers: the pooled HTTP client, SGLang's native `/generate`, OpenAI-compatible
-//! passthrough, and aborting a worker's request.
+//! passthrough, and aborting a worker's request. The one place that reads a failure's status
+//! number: everything above asks the error whether a retry is safe and whose fault it was.
 
 pub mod abort;
 pub mod client;
 pub mod generate;
+pub mod origin;
 
 use axum::http::StatusCode;
 
 pub use client::Client;
+pub use origin::Origin;
+
+/// Whether the worker may have begun the generation when the failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    /// Provably not (refused the connection, or said it is too busy): safe to run elsewhere.
+    No,
+    /// The connection broke before any answer; the worker is told to abort the rid, so running
+    /// it elsewhere still runs it once.
+    Unknown,
+    /// It may be generating (or finished): never sent again.
+    Maybe,
+}
+
+/// Whose fault a failure was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The worker looks broken: counts towards its circuit breaker.
+    Worker,
+    /// The worker is healthy but full (503, 429, queue full).
+    Busy,
+    /// The worker refused the request itself (4xx): the client's to fix.
+    Request,
+    /// Nobody's in particular (a keep-alive race, an abort we asked for).
+    Transient,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -70,21 +98,42 @@ impl UpstreamError {
         }
     }
 
-    /// The worker looks broken (as opposed to busy, or refusing a bad request): counts
-    /// towards its circuit breaker.
-    pub fn is_worker_fault(&self) -> bool {
+    pub fn fault(&self) -> Fault {
         match self {
             UpstreamError::Connect { .. }
             | UpstreamError::Timeout { .. }
             | UpstreamError::Protocol { .. }
-            | UpstreamError::Disconnected { .. } => true,
+            | UpstreamError::Disconnected { .. } => Fault::Worker,
             // Usually a keep-alive race on the worker's side, not a broken worker.
-            UpstreamError::NoResponse { .. } => false,
-            UpstreamError::Status { status, .. } => {
-                status.is_server_error() && *status != StatusCode::SERVICE_UNAVAILABLE
-            }
-            UpstreamError::Aborted { .. } => false,
+            UpstreamError::NoResponse { .. } => Fault::Transient,
+            UpstreamError::Status { status, .. } => status_fault(status.as_u16()),
+            UpstreamError::Aborted {
+                status: Some(s), ..
+            } if busy(*s) || (400..500).contains(s) => status_fault(*s),
+            UpstreamError::Aborted { .. } => Fault::Transient,
         }
+    }
+
+    pub fn started(&self) -> Started {
+        match self {
+            UpstreamError::Connect { .. } => Started::No,
+            UpstreamError::Status { status, .. } if busy(status.as_u16()) => Started::No,
+            UpstreamError::Aborted {
+                status: Some(s), ..
+            } if busy(*s) => Started::No,
+            UpstreamError::NoResponse { .. } => Started::Unknown,
+            _ => Started::Maybe,
+        }
+    }
+
+    /// The request may go to another worker: this one did not (or cannot go on to) run it.
+    pub fn may_retry(&self) -> bool {
+        self.started() != Started::Maybe
+    }
+
+    /// The worker died during the generation: what was relayed so far can be continued elsewhere.
+    pub fn is_disconnect(&self) -> bool {
+        matches!(self, UpstreamError::Disconnected { .. })
     }
 
     /// A short, bounded label for the upstream-errors metric.
@@ -98,5 +147,71 @@ impl UpstreamError {
             UpstreamError::NoResponse { .. } => "no_response",
             UpstreamError::Aborted { .. } => "aborted",
         }
+    }
+}
+
+/// Refusals that mean "full, try elsewhere" before any work was done.
+fn busy(status: u16) -> bool {
+    status == 503 || status == 429
+}
+
+fn status_fault(status: u16) -> Fault {
+    match status {
+        s if busy(s) => Fault::Busy,
+        400..=499 => Fault::Request,
+        500..=599 => Fault::Worker,
+        _ => Fault::Transient,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> UpstreamError {
+        UpstreamError::Status {
+            status: StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY),
+            message: String::new(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn classification() {
+        let connect = UpstreamError::Connect {
+            url: "u".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(
+            (connect.started(), connect.fault()),
+            (Started::No, Fault::Worker)
+        );
+        assert_eq!(
+            (status(503).started(), status(503).fault()),
+            (Started::No, Fault::Busy)
+        );
+        assert_eq!(status(429).started(), Started::No);
+        // A 500 may come after the worker started: never retried.
+        assert_eq!(
+            (status(500).started(), status(500).fault()),
+            (Started::Maybe, Fault::Worker)
+        );
+        assert!(!status(500).may_retry());
+        assert_eq!(status(400).fault(), Fault::Request);
+        let queue_full = UpstreamError::Aborted {
+            message: "queue full".into(),
+            status: Some(503),
+        };
+        assert!(queue_full.may_retry());
+        assert_eq!(queue_full.fault(), Fault::Busy);
+        let raced = UpstreamError::NoResponse {
+            url: "u".into(),
+            reason: "closed".into(),
+        };
+        assert_eq!(
+            (raced.started(), raced.fault()),
+            (Started::Unknown, Fault::Transient)
+        );
+        assert!(raced.may_retry());
     }
 }

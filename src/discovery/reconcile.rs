@@ -9,8 +9,10 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::config::Rules;
 use super::pod::{self, PodState};
-use crate::server::AppState;
-use crate::workers::{RegistryError, Worker, WorkerId};
+use crate::metrics::Metrics;
+use crate::routing::Router;
+use crate::upstream::{Client, Origin};
+use crate::workers::{RegistryError, WorkerId};
 
 const MODEL_QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -19,16 +21,25 @@ struct Owned {
     id: WorkerId,
 }
 
+/// What discovery changes and reads: the worker set, the wire client for asking a pod its
+/// model, the model this gateway serves, and the metrics it counts changes in.
+pub struct Fleet {
+    pub router: Arc<Router>,
+    pub client: Client,
+    pub model: Arc<str>,
+    pub metrics: Arc<Metrics>,
+}
+
 pub struct Reconciler {
-    app: Arc<AppState>,
+    fleet: Fleet,
     rules: Rules,
     owned: HashMap<String, Owned>,
 }
 
 impl Reconciler {
-    pub fn new(app: Arc<AppState>, rules: Rules) -> Reconciler {
+    pub fn new(fleet: Fleet, rules: Rules) -> Reconciler {
         Reconciler {
-            app,
+            fleet,
             rules,
             owned: HashMap::new(),
         }
@@ -74,10 +85,10 @@ impl Reconciler {
     }
 
     fn add(&mut self, key: String, url: String) {
-        match self.app.add_worker(&url) {
+        match self.fleet.router.add_worker(&url) {
             Ok(worker) => {
                 tracing::info!(pod = %key, %url, id = worker.id.0, "worker added");
-                self.app
+                self.fleet
                     .metrics
                     .discovery_changes
                     .with_label_values(&["added"])
@@ -96,9 +107,9 @@ impl Reconciler {
             tracing::debug!(pod = %key, reason = %why, "pod is not a worker");
             return;
         };
-        if self.app.remove_worker(owned.id).is_some() {
+        if self.fleet.router.remove_worker(owned.id).is_some() {
             tracing::info!(pod = %key, url = %owned.url, reason = %why, "worker removed");
-            self.app
+            self.fleet
                 .metrics
                 .discovery_changes
                 .with_label_values(&["removed"])
@@ -107,7 +118,7 @@ impl Reconciler {
     }
 
     async fn check_model(&self, url: &str, declared: Option<String>) -> Result<(), String> {
-        let ours = &*self.app.model;
+        let ours = &*self.fleet.model;
         let names = match declared {
             Some(name) => vec![name],
             None => self.worker_models(url).await?,
@@ -121,11 +132,11 @@ impl Reconciler {
 
     /// The model ids a worker reports on `/v1/models`.
     async fn worker_models(&self, url: &str) -> Result<Vec<String>, String> {
-        let worker = Worker::new(WorkerId(u32::MAX), url)?;
+        let origin = Origin::parse(url)?;
         let (status, body) = self
-            .app
+            .fleet
             .client
-            .get(&worker, "/v1/models", MODEL_QUERY_TIMEOUT)
+            .get(&origin, "/v1/models", MODEL_QUERY_TIMEOUT)
             .await
             .map_err(|e| format!("cannot read its model from /v1/models: {e}"))?;
         if !status.is_success() {

@@ -2,7 +2,6 @@
 //! period so that events lost during a reconnect cannot leave a stale worker behind.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -13,8 +12,7 @@ use kube::Api;
 
 use super::config::{DiscoveryConfig, Rules};
 use super::pod;
-use super::reconcile::Reconciler;
-use crate::server::AppState;
+use super::reconcile::{Fleet, Reconciler};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -26,7 +24,7 @@ pub enum DiscoveryError {
 
 /// Connects to the API server (in-cluster service account, or KUBECONFIG) and starts following
 /// the pods in the background.
-pub async fn spawn(app: Arc<AppState>, config: &DiscoveryConfig) -> Result<(), DiscoveryError> {
+pub async fn spawn(fleet: Fleet, config: &DiscoveryConfig) -> Result<(), DiscoveryError> {
     let rules = config.rules().map_err(DiscoveryError::Flags)?;
     let kube_config = kube::Config::infer()
         .await
@@ -41,7 +39,7 @@ pub async fn spawn(app: Arc<AppState>, config: &DiscoveryConfig) -> Result<(), D
     tracing::info!(selector = %DiscoveryConfig::label_selector(&rules), resync_secs = resync.as_secs(), "service discovery on");
     tokio::spawn(follow(
         pods,
-        Reconciler::new(app, rules.clone()),
+        Reconciler::new(fleet, rules.clone()),
         rules,
         resync,
     ));

@@ -6,7 +6,6 @@ use axum::response::{IntoResponse, Response};
 use super::format::Formatter;
 use super::Generation;
 use crate::error::GatewayError;
-use crate::protocol::openai::Usage;
 
 /// Errors are rendered here rather than returned: the generation has already counted them.
 pub async fn respond(mut generation: Generation, format: Formatter) -> Response {
@@ -24,11 +23,7 @@ pub async fn respond(mut generation: Generation, format: Formatter) -> Response 
             Err(e) => return GatewayError::Upstream(e).into_response(),
         }
     }
-    let usage = Usage::new(
-        generation.prompt_tokens,
-        generation.completion_tokens,
-        generation.cached_tokens,
-    );
+    let usage = generation.usage();
     let body = format.complete(&text, finish, usage);
     (
         StatusCode::OK,

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use rand::Rng;
 
 #[derive(Debug, Clone, Args)]
 pub struct ReliabilityConfig {
@@ -11,7 +12,7 @@ pub struct ReliabilityConfig {
     /// did not start the generation (connect error, 503/429, "queue full").
     #[arg(long, default_value_t = 2)]
     pub max_retries: u32,
-    /// First retry backoff in ms; doubles per retry, with full jitter.
+    /// First retry backoff in ms; doubles per retry, with jitter over its upper half.
     #[arg(long, default_value_t = 20)]
     pub retry_backoff_ms: u64,
     /// Times a generation whose worker died mid-stream is continued on another worker.
@@ -29,6 +30,18 @@ pub struct ReliabilityConfig {
     /// On SIGTERM: seconds in-flight requests may take to finish before they are aborted.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_period_secs: u64,
+}
+
+impl ReliabilityConfig {
+    /// The wait before retry number `retry` (1 for the first): exponential, and jittered so
+    /// that retries from many clients spread out, but never shorter than half its cap, so that
+    /// a retry always gives the fleet a moment.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let cap = self
+            .retry_backoff_ms
+            .saturating_mul(1 << retry.clamp(1, 10));
+        Duration::from_millis(rand::rng().random_range(cap / 2..=cap))
+    }
 }
 
 fn secs(s: u64) -> Option<Duration> {
@@ -85,6 +98,21 @@ mod tests {
             stream_idle_timeout_secs: idle,
             shutdown_grace_period_secs: 0,
         }
+    }
+
+    #[test]
+    fn backoff_doubles_and_never_drops_below_half_its_cap() {
+        let c = ReliabilityConfig {
+            retry_backoff_ms: 20,
+            ..cfg(0, 0)
+        };
+        for _ in 0..200 {
+            let first = c.backoff(1).as_millis();
+            let second = c.backoff(2).as_millis();
+            assert!((20..=40).contains(&first), "{first}");
+            assert!((40..=80).contains(&second), "{second}");
+        }
+        assert!(cfg(0, 0).backoff(1).is_zero());
     }
 
     #[test]

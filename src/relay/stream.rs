@@ -10,7 +10,6 @@ use bytes::Bytes;
 use super::format::{Formatter, Kind};
 use super::Generation;
 use crate::error::GatewayError;
-use crate::protocol::openai::Usage;
 use crate::stream::sse;
 
 struct State {
@@ -52,9 +51,7 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
                     if let Some(finish) = finish {
                         st.format.finish_chunk(&mut out, finish);
                         if st.include_usage {
-                            let g = &st.generation;
-                            let usage =
-                                Usage::new(g.prompt_tokens, g.completion_tokens, g.cached_tokens);
+                            let usage = st.generation.usage();
                             st.format.usage_chunk(&mut out, &usage);
                         }
                         out.extend_from_slice(sse::DONE);

@@ -80,7 +80,7 @@ impl ConsistentHash {
             .iter()
             .enumerate()
             .flat_map(|(i, w)| {
-                let base = hash_str(&w.url);
+                let base = hash_str(w.url());
                 (0..VNODES).map(move |v| (mix64(base ^ v.wrapping_mul(0x9e37_79b9_7f4a_7c15)), i))
             })
             .collect();
@@ -242,8 +242,8 @@ mod tests {
         for s in 0..200 {
             let key = format!("session-{s}");
             assert_eq!(
-                one[pick_key(&p1, &key, &r1)].url,
-                other[pick_key(&p2, &key, &r2)].url,
+                one[pick_key(&p1, &key, &r1)].url(),
+                other[pick_key(&p2, &key, &r2)].url(),
                 "{key}"
             );
         }

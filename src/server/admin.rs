@@ -16,7 +16,7 @@ use crate::workers::{RegistryError, Worker, WorkerId};
 fn describe(w: &Worker) -> serde_json::Value {
     json!({
         "id": w.id.0,
-        "url": w.url,
+        "url": w.url(),
         "healthy": w.is_healthy(),
         "available": w.is_available(),
         "breaker": w.breaker.state().name(),
@@ -29,7 +29,8 @@ fn describe(w: &Worker) -> serde_json::Value {
 
 pub async fn list(State(app): State<Arc<AppState>>) -> Response {
     let workers: Vec<_> = app
-        .registry
+        .router
+        .registry()
         .snapshot()
         .iter()
         .map(|w| describe(w))
@@ -49,7 +50,7 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    match app.add_worker(&req.url) {
+    match app.router.add_worker(&req.url) {
         Ok(worker) => (StatusCode::CREATED, axum::Json(describe(&worker))).into_response(),
         Err(RegistryError::Duplicate(url)) => (
             StatusCode::CONFLICT,
@@ -70,7 +71,7 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
 
 /// Removes a worker: no new requests go to it; those in flight finish.
 pub async fn remove(State(app): State<Arc<AppState>>, Path(id): Path<u32>) -> Response {
-    match app.remove_worker(WorkerId(id)) {
+    match app.router.remove_worker(WorkerId(id)) {
         Some(_) => StatusCode::NO_CONTENT.into_response(),
         None => GatewayError::NotFound.into_response(),
     }

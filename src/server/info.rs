@@ -24,12 +24,12 @@ pub async fn models(State(app): State<Arc<AppState>>) -> Response {
     let list = ModelList {
         object: "list",
         data: [ModelCard {
-            id: &app.model,
+            id: &app.model.name,
             object: "model",
             created: 0,
             owned_by: "switchboard",
-            root: &app.model,
-            max_model_len: app.context_length,
+            root: &app.model.name,
+            max_model_len: app.model.context_length,
         }],
     };
     json_response(StatusCode::OK, &list)
@@ -42,7 +42,7 @@ pub async fn health() -> StatusCode {
 
 /// Readiness: at least one worker passed its health check.
 pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
-    let workers = app.registry.snapshot();
+    let workers = app.router.registry().snapshot();
     let healthy = workers.iter().filter(|w| w.is_healthy()).count();
     let draining = *app.draining.borrow();
     let status = if healthy > 0 && !draining {
@@ -57,28 +57,31 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
 }
 
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    if let Some(tokens) = app.policy.index_tokens() {
+    if let Some(tokens) = app.router.index_tokens() {
         app.metrics.prefix_index_tokens.set(tokens as i64);
     }
     app.metrics
         .tokenizer_cache_bytes
-        .set(app.tokenizer.cached_bytes() as i64);
+        .set(app.model.tokenizer.cached_bytes() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
-    for w in app.registry.snapshot().iter() {
+    for w in app.router.registry().snapshot().iter() {
         app.metrics
             .worker_in_flight
-            .with_label_values(&[&w.url])
+            .with_label_values(&[w.url()])
             .set(w.in_flight() as i64);
         app.metrics
             .worker_healthy
-            .with_label_values(&[&w.url])
+            .with_label_values(&[w.url()])
             .set(i64::from(w.is_healthy()));
         let open = w.breaker.state() == crate::workers::breaker::BreakerState::Open;
         app.metrics
             .worker_breaker_open
-            .with_label_values(&[&w.url])
+            .with_label_values(&[w.url()])
             .set(i64::from(open));
-        let transitions = app.metrics.breaker_transitions.with_label_values(&[&w.url]);
+        let transitions = app
+            .metrics
+            .breaker_transitions
+            .with_label_values(&[w.url()]);
         transitions.inc_by(w.breaker.transitions().saturating_sub(transitions.get()));
     }
     (
@@ -91,15 +94,16 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
     let c = &app.config;
     let workers: Vec<_> = app
-        .registry
+        .router
+        .registry()
         .snapshot()
         .iter()
-        .map(|w| json!({"url": w.url, "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
+        .map(|w| json!({"url": w.url(), "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
         .collect();
     json_response(
         StatusCode::OK,
         &json!({
-            "model_path": &*app.model, "served_model_name": &*app.model, "context_length": app.context_length,
+            "model_path": &*app.model.name, "served_model_name": &*app.model.name, "context_length": app.model.context_length,
             "policy": c.routing.policy.name(), "backend": format!("{:?}", c.backend), "workers": workers,
             "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard", "internal_states": [{}],
         }),
@@ -109,7 +113,7 @@ pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
 pub async fn model_info(State(app): State<Arc<AppState>>) -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"model_path": &*app.model, "served_model_name": &*app.model, "tokenizer_path": &*app.model, "is_generation": true, "max_context_length": app.context_length}),
+        &json!({"model_path": &*app.model.name, "served_model_name": &*app.model.name, "tokenizer_path": &*app.model.name, "is_generation": true, "max_context_length": app.model.context_length}),
     )
 }
 

@@ -5,17 +5,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::Client;
-use crate::workers::Worker;
+use super::{Client, Origin};
 
 /// Armed while a worker may still be generating for us; dropping it armed sends
 /// `/abort_request` for the rid (the client went away, or we gave up on the stream).
 pub struct AbortOnDrop {
-    armed: Option<(Client, Arc<Worker>, String)>,
+    armed: Option<(Client, Arc<Origin>, String)>,
 }
 
 impl AbortOnDrop {
-    pub fn new(client: Client, worker: Arc<Worker>, rid: String) -> AbortOnDrop {
+    pub fn new(client: Client, worker: Arc<Origin>, rid: String) -> AbortOnDrop {
         AbortOnDrop {
             armed: Some((client, worker, rid)),
         }
@@ -37,7 +36,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-pub async fn send(client: &Client, worker: &Worker, rid: &str) {
+pub async fn send(client: &Client, worker: &Origin, rid: &str) {
     let body = serde_json::json!({ "rid": rid, "abort_all": false }).to_string();
     let fut = client.post_json(worker, "/abort_request", Bytes::from(body));
     match tokio::time::timeout(Duration::from_secs(5), fut).await {

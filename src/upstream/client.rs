@@ -10,8 +10,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::UpstreamError;
-use crate::workers::Worker;
+use super::{Origin, UpstreamError};
 
 const POOL_IDLE: Duration = Duration::from_secs(4);
 
@@ -37,7 +36,7 @@ impl Client {
     /// `UpstreamError::Status` with the worker's message.
     pub async fn post_json(
         &self,
-        worker: &Worker,
+        worker: &Origin,
         path: &str,
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
@@ -69,7 +68,7 @@ impl Client {
     /// GET with a deadline, returning the body (for health, loads and info routes).
     pub async fn get(
         &self,
-        worker: &Worker,
+        worker: &Origin,
         path: &str,
         timeout: Duration,
     ) -> Result<(StatusCode, Bytes), UpstreamError> {
@@ -105,7 +104,7 @@ impl Client {
             })?
     }
 
-    pub async fn probe(&self, worker: &Worker, path: &str, timeout: Duration) -> bool {
+    pub async fn probe(&self, worker: &Origin, path: &str, timeout: Duration) -> bool {
         matches!(self.get(worker, path, timeout).await, Ok((s, _)) if s.is_success())
     }
 }
@@ -113,7 +112,7 @@ impl Client {
 /// Only a failure to connect proves the worker never saw the request. A connection that broke
 /// after the request went out but before any response (typically a pooled keep-alive
 /// connection the worker had just closed) may or may not have started a generation.
-fn request_error(worker: &Worker, e: &hyper_util::client::legacy::Error) -> UpstreamError {
+fn request_error(worker: &Origin, e: &hyper_util::client::legacy::Error) -> UpstreamError {
     let url = worker.url.clone();
     let reason = error_chain(e);
     if e.is_connect() {
@@ -123,14 +122,14 @@ fn request_error(worker: &Worker, e: &hyper_util::client::legacy::Error) -> Upst
     }
 }
 
-fn protocol(worker: &Worker, e: impl std::fmt::Display) -> UpstreamError {
+fn protocol(worker: &Origin, e: impl std::fmt::Display) -> UpstreamError {
     UpstreamError::Protocol {
         url: worker.url.clone(),
         reason: e.to_string(),
     }
 }
 
-async fn status_error(worker: &Worker, resp: Response<Incoming>) -> UpstreamError {
+async fn status_error(worker: &Origin, resp: Response<Incoming>) -> UpstreamError {
     let status = resp.status();
     let retry_after = resp
         .headers()

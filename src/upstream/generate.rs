@@ -8,11 +8,10 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::{Client, UpstreamError};
+use super::{Client, Origin, UpstreamError};
 use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest, SamplingParams};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
-use crate::workers::Worker;
 
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -35,7 +34,7 @@ pub struct GenerateStream {
     /// `None` once handed to [`GenerateStream::count_leftover`].
     body: Option<Incoming>,
     parser: SseParser,
-    worker: Arc<Worker>,
+    worker: Arc<Origin>,
     text_len: usize,
     /// Every output id of this response so far (so a generation can continue elsewhere).
     ids: Vec<u32>,
@@ -50,7 +49,7 @@ pub struct GenerateStream {
 
 pub async fn start(
     client: &Client,
-    worker: Arc<Worker>,
+    worker: &Arc<Origin>,
     tokenizer: Arc<Tokenizer>,
     input_ids: &[u32],
     params: &SamplingParams,
@@ -67,12 +66,12 @@ pub async fn start(
         reason: e.to_string(),
     })?;
     let resp = client
-        .post_json(&worker, "/generate", Bytes::from(body))
+        .post_json(worker, "/generate", Bytes::from(body))
         .await?;
     Ok(GenerateStream {
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
-        worker,
+        worker: Arc::clone(worker),
         text_len: 0,
         ids: Vec::new(),
         completion_tokens: 0,
@@ -298,10 +297,6 @@ impl GenerateStream {
     /// We ended the answer at a stop string while the worker may still be generating.
     pub fn stopped_here(&self) -> bool {
         self.stopped_here
-    }
-
-    pub fn worker(&self) -> &Arc<Worker> {
-        &self.worker
     }
 
     fn broken(&self, reason: &str) -> UpstreamError {

@@ -52,7 +52,7 @@ impl History {
 /// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
 pub async fn check_now(client: &Client, worker: &Worker) {
     if client
-        .probe(worker, "/health", Duration::from_secs(5))
+        .probe(&worker.origin, "/health", Duration::from_secs(5))
         .await
     {
         worker.set_healthy(true);
@@ -72,16 +72,18 @@ pub fn spawn(
         loop {
             tick.tick().await;
             let workers = registry.snapshot();
-            let probes = workers.iter().map(|w| client.probe(w, "/health", timeout));
+            let probes = workers
+                .iter()
+                .map(|w| client.probe(&w.origin, "/health", timeout));
             let results = futures_util::future::join_all(probes).await;
             history.retain(|id, _| workers.iter().any(|w| w.id == *id));
             for (w, ok) in workers.iter().zip(results) {
                 let healthy = history.entry(w.id).or_default().record(ok, w.is_healthy());
                 if healthy != w.is_healthy() {
                     if healthy {
-                        tracing::info!(worker = %w.url, "worker healthy");
+                        tracing::info!(worker = %w.url(), "worker healthy");
                     } else {
-                        tracing::warn!(worker = %w.url, "worker failed its health checks; excluded");
+                        tracing::warn!(worker = %w.url(), "worker failed its health checks; excluded");
                     }
                     w.set_healthy(healthy);
                 }

@@ -113,7 +113,7 @@ async fn poll(
     timeout: Duration,
 ) -> Option<EngineLoad> {
     let body = |path: &'static str| async move {
-        match client.get(worker, path, timeout).await {
+        match client.get(&worker.origin, path, timeout).await {
             Ok((status, body)) if status.is_success() => Some(body),
             _ => None,
         }

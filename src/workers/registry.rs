@@ -34,8 +34,8 @@ impl Registry {
         let id = WorkerId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let worker = Arc::new(Worker::new(id, url).map_err(RegistryError::InvalidUrl)?);
         let mut guard = self.workers.write().unwrap_or_else(|e| e.into_inner());
-        if guard.iter().any(|w| w.url == worker.url) {
-            return Err(RegistryError::Duplicate(worker.url.clone()));
+        if guard.iter().any(|w| w.url() == worker.url()) {
+            return Err(RegistryError::Duplicate(worker.url().to_owned()));
         }
         let mut list: Vec<Arc<Worker>> = guard.iter().cloned().collect();
         list.push(Arc::clone(&worker));
@@ -72,7 +72,7 @@ mod tests {
     fn add_remove_and_duplicates() {
         let r = Registry::new(&["http://127.0.0.1:1".into()]).unwrap();
         let w = r.add("http://127.0.0.1:2/").unwrap();
-        assert_eq!(w.url, "http://127.0.0.1:2");
+        assert_eq!(w.url(), "http://127.0.0.1:2");
         assert!(matches!(
             r.add("http://127.0.0.1:2"),
             Err(RegistryError::Duplicate(_))

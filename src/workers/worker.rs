@@ -2,10 +2,10 @@
 //! reported by its engine). All counters are atomics read on every routing decision.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-
-use axum::http::Uri;
+use std::sync::Arc;
 
 use super::breaker::Breaker;
+use crate::upstream::Origin;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct WorkerId(pub u32);
@@ -23,10 +23,7 @@ pub struct EngineLoad {
 #[derive(Debug)]
 pub struct Worker {
     pub id: WorkerId,
-    /// Base URL without a trailing slash.
-    pub url: String,
-    /// Parsed once so building a request URI is a concatenation.
-    authority: String,
+    pub origin: Arc<Origin>,
     healthy: AtomicBool,
     pub breaker: Breaker,
     in_flight: AtomicUsize,
@@ -39,14 +36,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(id: WorkerId, url: &str) -> Result<Worker, String> {
-        super::validate_url(url)?;
-        let url = url.trim_end_matches('/').to_owned();
-        let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
-        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
         Ok(Worker {
             id,
-            url,
-            authority,
+            origin: Arc::new(Origin::parse(url)?),
             // Unknown until the first health check answers.
             healthy: AtomicBool::new(false),
             breaker: Breaker::default(),
@@ -58,12 +50,9 @@ impl Worker {
         })
     }
 
-    pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
-        Uri::builder()
-            .scheme("http")
-            .authority(self.authority.as_str())
-            .path_and_query(path)
-            .build()
+    /// Base URL without a trailing slash.
+    pub fn url(&self) -> &str {
+        &self.origin.url
     }
 
     /// Healthy and not cut off by its breaker: may take new requests.

@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 use super::dispatch;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
+use crate::relay::passthrough::{self, Forward};
+use crate::routing::session_key;
 use crate::server::body::{parse, JsonBytes};
 use crate::server::{request_id, AppState};
 
@@ -27,10 +29,10 @@ pub async fn generate(
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prompt_ids = match (req.get("input_ids"), req.get("text")) {
-            (Some(ids), _) => token_ids(ids, app.tokenizer.vocab_size())?,
+            (Some(ids), _) => token_ids(ids, app.model.tokenizer.vocab_size())?,
             (None, Some(Value::String(text))) => {
                 let text = text.clone();
-                let ids = crate::tokenize::encode_off_thread(&app.tokenizer, text).await?;
+                let ids = crate::tokenize::encode_off_thread(&app.model.tokenizer, text).await?;
                 // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
                 req.remove("text");
                 req.insert("input_ids".into(), Value::from(ids.clone()));
@@ -61,17 +63,18 @@ pub async fn generate(
             .map(str::to_owned);
         let body = serde_json::to_vec(&req)
             .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
-        let spec = dispatch::ForwardSpec {
+        let forward = Forward {
             path: "/generate",
             body: body.into(),
             prompt_ids: &prompt_ids,
-            session_key: dispatch::session_key(&headers, user.as_deref()),
+            session_key: session_key(&headers, user.as_deref()),
             rid: &rid,
             abortable: true,
             endpoint: Endpoint::Generate,
             start,
         };
-        dispatch::forward(&app, spec).await
+        let resp = passthrough::forward(&app.relay, forward).await?;
+        Ok(dispatch::with_request_id(resp, &rid))
     })
     .await
 }

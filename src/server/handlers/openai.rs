@@ -12,6 +12,7 @@ use axum::response::Response;
 use super::dispatch::{self, Request};
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
+use crate::model::Model;
 use crate::prepare::Prepared;
 use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSampling};
 use crate::relay::format::Kind;
@@ -47,7 +48,7 @@ async fn handle<R: WithSampling + Send + 'static>(
     headers: HeaderMap,
     body: Bytes,
     kind: Kind,
-    prepare: fn(&AppState, &R) -> Result<Prepared, GatewayError>,
+    prepare: fn(&Model, &R) -> Result<Prepared, GatewayError>,
 ) -> Response {
     let start = Instant::now();
     let endpoint = if kind == Kind::Chat {
@@ -61,11 +62,11 @@ async fn handle<R: WithSampling + Send + 'static>(
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prepared = if body.len() < OFF_THREAD_BYTES {
-            prepare(&app, &req)?
+            prepare(&app.model, &req)?
         } else {
             // Templating and tokenizing a long prompt takes milliseconds: keep it off the I/O threads.
             let app = Arc::clone(&app);
-            tokio::task::spawn_blocking(move || prepare(&app, &req))
+            tokio::task::spawn_blocking(move || prepare(&app.model, &req))
                 .await
                 .map_err(|e| {
                     GatewayError::Tokenize(crate::tokenize::TokenizeError::Encode(e.to_string()))

@@ -1,0 +1,254 @@
+//! One client request's exchange with the workers: the one type that owns its resources (the
+//! load booked on the current worker, the armed abort, the timer, the deadlines) and its
+//! ending. Every path (token ids, forwarded bodies) ends through it, so the invariants hold
+//! everywhere: the end is recorded exactly once; the worker's load is released; the abort stays
+//! armed until a clean end; dropped before the end means the client left (499).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::reliability::Deadlines;
+use super::Relay;
+use crate::metrics::{Endpoint, Outcome, RequestTimer, Stage};
+use crate::routing::Pick;
+use crate::upstream::abort::AbortOnDrop;
+use crate::upstream::{Fault, Started, UpstreamError};
+use crate::workers::{LoadGuard, Worker};
+
+/// The part of an exchange served by one worker.
+pub struct Leg {
+    pub guard: LoadGuard,
+    /// Armed while the worker may be generating for us; `None` for workers that cannot abort by
+    /// rid (OpenAI-compatible ones stop when the connection closes).
+    pub abort: Option<AbortOnDrop>,
+}
+
+impl Leg {
+    /// Books the request's uncached prompt on `worker` and arms its abort.
+    pub fn book(
+        relay: &Relay,
+        worker: &Arc<Worker>,
+        pick: Pick,
+        prompt_len: usize,
+        rid: Option<&str>,
+    ) -> Leg {
+        let uncached = prompt_len.saturating_sub(pick.predicted_cached) as u64;
+        Leg {
+            guard: LoadGuard::book(Arc::clone(worker), uncached)
+                .with_prediction(pick.predicted_cached),
+            abort: rid.map(|rid| {
+                AbortOnDrop::new(
+                    relay.client.clone(),
+                    Arc::clone(&worker.origin),
+                    rid.to_owned(),
+                )
+            }),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        self.guard.worker().url()
+    }
+
+    /// This leg failed: told to the breaker and the metrics. The abort stays armed, so it goes
+    /// out when the leg drops.
+    pub fn failed(&mut self, e: &UpstreamError, relay: &Relay) {
+        self.guard.outcome(e.fault() == Fault::Worker);
+        relay.metrics.upstream_error(e.metric_label());
+    }
+
+    /// The attempt failed before any answer: disarm the abort only if the worker provably never
+    /// started (it said it is full, or refused the connection); in doubt it goes out.
+    pub fn refused(&mut self, e: &UpstreamError, relay: &Relay) {
+        self.failed(e, relay);
+        if e.started() == Started::No {
+            self.disarm();
+        }
+    }
+
+    fn disarm(&mut self) {
+        if let Some(a) = self.abort.as_mut() {
+            a.disarm();
+        }
+    }
+}
+
+/// Token counts reported for the request.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+pub struct Exchange {
+    relay: Arc<Relay>,
+    endpoint: Endpoint,
+    timer: RequestTimer,
+    deadlines: Deadlines,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    leg: Option<Leg>,
+    pub usage: Usage,
+    ended: bool,
+}
+
+impl Exchange {
+    /// Starts the clock at `start` (the request's arrival).
+    pub fn new(relay: &Arc<Relay>, endpoint: Endpoint, start: Instant) -> Exchange {
+        Exchange {
+            relay: Arc::clone(relay),
+            endpoint,
+            timer: RequestTimer::start_at(start),
+            deadlines: Deadlines::new(start, &relay.reliability, relay.request_timeout_secs),
+            shutdown: relay.shutdown.subscribe(),
+            leg: None,
+            usage: Usage::default(),
+            ended: false,
+        }
+    }
+
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
+    }
+
+    /// The worker now serving the request ("" before the first leg opened).
+    pub fn url(&self) -> &str {
+        self.leg.as_ref().map_or("", Leg::url)
+    }
+
+    /// Makes `leg` the current one. The previous leg drops: its load is released and, if its
+    /// worker may still be generating, it is told to abort.
+    pub fn set_leg(&mut self, leg: Leg) {
+        self.leg = Some(leg);
+    }
+
+    /// The current leg's worker died; it is counted against it before the next leg replaces it.
+    pub fn leg_failed(&mut self, e: &UpstreamError) {
+        if let Some(leg) = self.leg.as_mut() {
+            leg.failed(e, &self.relay);
+        }
+    }
+
+    pub fn has_first_token(&self) -> bool {
+        self.timer.has_first_token()
+    }
+
+    /// Awaits the worker under the deadline that applies now (time to first token, idle gap or
+    /// total), and gives up when the gateway's shutdown grace period is over.
+    pub async fn wait<T>(
+        &mut self,
+        fut: impl Future<Output = Result<T, UpstreamError>>,
+        url: &str,
+    ) -> Result<T, UpstreamError> {
+        let (limit, stage) = self.deadlines.next_wait(self.timer.has_first_token());
+        let timed = async {
+            match limit {
+                Some(l) => tokio::time::timeout(l, fut).await.unwrap_or_else(|_| {
+                    Err(UpstreamError::Timeout {
+                        url: url.to_owned(),
+                        stage,
+                    })
+                }),
+                None => fut.await,
+            }
+        };
+        tokio::select! {
+            r = timed => r,
+            _ = stopped(&mut self.shutdown) => Err(UpstreamError::Aborted {
+                message: "the gateway is shutting down".into(),
+                status: Some(503),
+            }),
+        }
+    }
+
+    /// `n` new tokens reached the client (or are about to).
+    pub fn tokens(&mut self, n: u64) {
+        if n > 0 && !self.timer.has_first_token() {
+            if let Some(leg) = self.leg.as_mut() {
+                leg.guard.prefill_done();
+            }
+            self.relay.metrics.stage(
+                Stage::UpstreamFirstToken,
+                self.timer.started().elapsed().as_secs_f64(),
+            );
+        }
+        self.timer
+            .tokens(n, self.relay.metrics.latency(self.endpoint));
+    }
+
+    /// The worker finished: nothing left to abort.
+    pub fn succeed(&mut self) {
+        if self.ended {
+            return;
+        }
+        if let Some(leg) = self.leg.as_mut() {
+            leg.guard.outcome(false);
+            leg.disarm();
+        }
+        self.end(200);
+    }
+
+    /// Our own stop string ended the answer while the worker may still be generating: a success
+    /// for the client, and the armed abort stops the worker.
+    pub fn succeed_early(&mut self) {
+        if !self.ended {
+            self.end(200);
+        }
+    }
+
+    /// The response failed after it started: counted; the abort stays armed.
+    pub fn fail(&mut self, e: &UpstreamError) {
+        if self.ended {
+            return;
+        }
+        self.leg_failed(e);
+        self.end(e.status().as_u16());
+    }
+
+    /// A failure before any byte reached the client: the caller renders and counts it.
+    pub fn hand_back(&mut self) {
+        self.ended = true;
+    }
+
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn end(&mut self, status: u16) {
+        self.ended = true;
+        let outcome = Outcome {
+            status,
+            prompt_tokens: self.usage.prompt_tokens,
+            completion_tokens: self.usage.completion_tokens,
+            cached_tokens: self.usage.cached_tokens,
+            predicted_cached: self.leg.as_ref().map_or(0, |l| l.guard.predicted_cached()),
+        };
+        self.relay
+            .metrics
+            .request_ended(self.endpoint, &self.timer, outcome);
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The client left before the end; the armed abort tells the worker when the leg
+            // drops, right after this.
+            self.relay.metrics.client_aborts.inc();
+            self.end(499);
+        }
+    }
+}
+
+/// Resolves once the shutdown grace period is over (never, if the sender is gone).
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}

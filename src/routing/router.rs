@@ -1,0 +1,75 @@
+//! The one place a worker is chosen: the registry, the policy and the metrics together, so that
+//! every path (token ids, forwarded bodies, retries, migrations) picks the same way, and a
+//! change of membership always reaches the policy.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{select, Pick, Policy, RouteError, RouteRequest};
+use crate::metrics::{Metrics, Stage};
+use crate::upstream::Client;
+use crate::workers::{health, Registry, RegistryError, Worker, WorkerId};
+
+pub struct Router {
+    registry: Arc<Registry>,
+    policy: Box<dyn Policy>,
+    metrics: Arc<Metrics>,
+    /// For the first health probe of a worker added at run time.
+    client: Client,
+}
+
+impl Router {
+    pub fn new(
+        registry: Arc<Registry>,
+        policy: Box<dyn Policy>,
+        metrics: Arc<Metrics>,
+        client: Client,
+    ) -> Router {
+        Router {
+            registry,
+            policy,
+            metrics,
+            client,
+        }
+    }
+
+    /// The best available worker not in `exclude` (workers this request already failed on).
+    pub fn pick(
+        &self,
+        req: &RouteRequest<'_>,
+        exclude: &[WorkerId],
+    ) -> Result<(Arc<Worker>, Pick), RouteError> {
+        let t = Instant::now();
+        let workers = self.registry.snapshot();
+        let picked = select(self.policy.as_ref(), req, &workers, exclude)?;
+        self.metrics.pick(picked.0.url());
+        self.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
+        Ok(picked)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Registers a worker; it takes traffic once its first health check passes (started now).
+    pub fn add_worker(&self, url: &str) -> Result<Arc<Worker>, RegistryError> {
+        let worker = self.registry.add(url)?;
+        self.policy.on_workers_changed(&self.registry.ids());
+        let probe = Arc::clone(&worker);
+        let client = self.client.clone();
+        tokio::spawn(async move { health::check_now(&client, &probe).await });
+        Ok(worker)
+    }
+
+    /// Removes a worker: no new requests go to it; those in flight finish.
+    pub fn remove_worker(&self, id: WorkerId) -> Option<Arc<Worker>> {
+        let removed = self.registry.remove(id)?;
+        self.policy.on_workers_changed(&self.registry.ids());
+        Some(removed)
+    }
+
+    /// Tokens held by the policy's prefix index, for policies that keep one.
+    pub fn index_tokens(&self) -> Option<usize> {
+        self.policy.index_tokens()
+    }
+}

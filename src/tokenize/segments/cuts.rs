@@ -1,0 +1,81 @@
+//! Where a prompt may be cut into independently tokenized pieces, and the sample the cuts are
+//! checked on when a tokenizer loads.
+
+use std::ops::Range;
+
+/// The pieces of `text`: cut before every single ASCII space that has a non-whitespace
+/// character on each side, and between two digits if `digits`.
+pub(super) fn pieces(text: &str, digits: bool) -> impl Iterator<Item = Range<usize>> + '_ {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut i = 1;
+    std::iter::from_fn(move || {
+        while i + 1 < bytes.len() {
+            let at = i;
+            i += 1;
+            let cut = if bytes[at] == b' ' {
+                safe_cut(text, at)
+            } else {
+                digits && bytes[at].is_ascii_digit() && bytes[at - 1].is_ascii_digit()
+            };
+            if cut {
+                let piece = start..at;
+                start = at;
+                return Some(piece);
+            }
+        }
+        (start < bytes.len()).then(|| {
+            let piece = start..bytes.len();
+            start = bytes.len();
+            piece
+        })
+    })
+}
+
+/// Whether the space at `at` has a non-whitespace character on each side.
+fn safe_cut(text: &str, at: usize) -> bool {
+    let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
+    let (before, after) = (text.as_bytes()[at - 1], text.as_bytes()[at + 1]);
+    // ASCII bytes are whole characters; anything else is decoded (U+3000 is whitespace too).
+    let before_ok = if before.is_ascii() {
+        !(before as char).is_whitespace()
+    } else {
+        not_space(text[..at].chars().next_back())
+    };
+    let after_ok = if after.is_ascii() {
+        !(after as char).is_whitespace()
+    } else {
+        not_space(text[at + 1..].chars().next())
+    };
+    before_ok && after_ok
+}
+
+/// A sample that exercises every boundary a prompt has: text, specials and other added tokens,
+/// newlines, runs of spaces, digits, apostrophes, non-ASCII letters and spaces, and enough of it
+/// to span several runs.
+pub fn self_check_sample(added: &[String]) -> String {
+    let mut s = String::from("Hello there, world 123 on 2024-11-21 at 3.14159, 1234567 or 99%");
+    for i in 0..400 {
+        s.push_str(
+            [
+                " word",
+                " 12",
+                ",",
+                " naïve",
+                "  double",
+                " 'tis",
+                "\n",
+                " \u{3000}x",
+                " café",
+                " x.",
+            ][i % 10],
+        );
+    }
+    for tok in added.iter().take(16) {
+        s.push_str(tok);
+        s.push_str("\nuser says: naïve café 42 ");
+        s.push_str(tok);
+        s.push_str(" leading space and trailing ");
+    }
+    s
+}

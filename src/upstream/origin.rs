@@ -1,0 +1,76 @@
+//! Where a worker listens: its base URL, checked once and kept ready for building request URIs.
+//! The wire client needs only this, so it stays below the worker registry.
+
+use axum::http::Uri;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// Base URL without a trailing slash.
+    pub url: String,
+    /// Parsed once so building a request URI is a concatenation.
+    authority: String,
+}
+
+impl Origin {
+    /// Worker URLs must be plain http with a host: no other schemes, no paths that would change
+    /// where requests land.
+    pub fn parse(url: &str) -> Result<Origin, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            // Workers sit next to the gateway on a private network; no TLS client is built in.
+            Some("https") => return Err(format!("worker URL `{url}`: https workers are not supported (no TLS client built in); use http://")),
+            _ => return Err(format!("worker URL `{url}` must start with http://")),
+        }
+        let authority = match uri.authority() {
+            Some(a) if !a.host().is_empty() => a.to_string(),
+            _ => return Err(format!("worker URL `{url}` has no host")),
+        };
+        if uri
+            .path_and_query()
+            .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+        {
+            return Err(format!("worker URL `{url}` must not have a path or query"));
+        }
+        Ok(Origin {
+            url: url.trim_end_matches('/').to_owned(),
+            authority,
+        })
+    }
+
+    pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
+        Uri::builder()
+            .scheme("http")
+            .authority(self.authority.as_str())
+            .path_and_query(path)
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Origin;
+
+    #[test]
+    fn url_validation() {
+        assert!(Origin::parse("http://127.0.0.1:30001").is_ok());
+        assert_eq!(
+            Origin::parse("http://worker.local/").map(|o| o.url),
+            Ok("http://worker.local".to_owned())
+        );
+        assert!(Origin::parse("https://worker.local")
+            .unwrap_err()
+            .contains("not supported"));
+        for bad in [
+            "ftp://x",
+            "127.0.0.1:80",
+            "http://",
+            "http://h/v1",
+            "javascript:alert(1)",
+        ] {
+            assert!(Origin::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
