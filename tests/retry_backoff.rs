@@ -1,0 +1,86 @@
+//! Every path retries through one loop: after a worker refuses (503 before any byte), the next
+//! worker is tried only after a backoff, on the forwarding path as on the token-id path.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+
+type Arrivals = Arc<Mutex<Vec<Instant>>>;
+
+/// A healthy worker that refuses every generation with 503, noting when each one arrived.
+/// Listens on 127.0.0.1; the task ends when the test's runtime does.
+async fn refusing_worker(arrivals: Arrivals) -> String {
+    let refuse = move || {
+        let arrivals = Arc::clone(&arrivals);
+        async move {
+            arrivals.lock().expect("arrivals").push(Instant::now());
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                r#"{"error":{"message":"The request queue is full."}}"#,
+            )
+        }
+    };
+    let app = axum::Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/generate", post(refuse));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_retry_waits_a_backoff_on_every_path() {
+    let arrivals: Arrivals = Arc::default();
+    let a = refusing_worker(Arc::clone(&arrivals)).await;
+    let b = refusing_worker(Arc::clone(&arrivals)).await;
+    let backoff = Duration::from_millis(300);
+    let ms = backoff.as_millis().to_string();
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &a,
+            &b,
+            "--max-retries",
+            "1",
+            "--retry-backoff-ms",
+            &ms,
+            "--load-poll-interval-ms",
+            "0",
+        ],
+    )
+    .await;
+    support::eventually("both workers healthy", || async {
+        let r = support::client()
+            .get(format!("{}/readiness", gw.url))
+            .send()
+            .await;
+        matches!(r, Ok(r) if r.status().is_success())
+    })
+    .await;
+    let passthrough = serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
+    let token_ids = serde_json::json!({"model": support::MODEL, "max_tokens": 4,
+                                       "messages": [{"role": "user", "content": "hi"}]});
+    for (path, body) in [("/generate", passthrough), ("/v1/chat/completions", token_ids)] {
+        arrivals.lock().expect("arrivals").clear();
+        let r = support::post(format!("{}{path}", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 503, "{path}: both workers refused");
+        let seen = arrivals.lock().expect("arrivals").clone();
+        assert_eq!(seen.len(), 2, "{path}: one attempt, one retry on the other worker");
+        // The first retry waits between the base backoff and twice that.
+        let gap = seen[1] - seen[0];
+        assert!(
+            gap >= backoff,
+            "{path}: the retry came {gap:?} after the first attempt, before the backoff"
+        );
+    }
+}
