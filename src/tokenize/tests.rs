@@ -2,7 +2,7 @@
 //! golden prompts/ids (made with transformers' `apply_chat_template`).
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value as Json};
 use std::sync::OnceLock;
 
 pub(crate) const QWEN25: &str = "qwen2.5-0.5b-instruct";
