@@ -67,15 +67,23 @@ async fn a_retry_waits_a_backoff_on_every_path() {
         matches!(r, Ok(r) if r.status().is_success())
     })
     .await;
-    let passthrough = serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
+    let passthrough =
+        serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
     let token_ids = serde_json::json!({"model": support::MODEL, "max_tokens": 4,
                                        "messages": [{"role": "user", "content": "hi"}]});
-    for (path, body) in [("/generate", passthrough), ("/v1/chat/completions", token_ids)] {
+    for (path, body) in [
+        ("/generate", passthrough),
+        ("/v1/chat/completions", token_ids),
+    ] {
         arrivals.lock().expect("arrivals").clear();
         let r = support::post(format!("{}{path}", gw.url), &body).await;
         assert_eq!(r.status().as_u16(), 503, "{path}: both workers refused");
         let seen = arrivals.lock().expect("arrivals").clone();
-        assert_eq!(seen.len(), 2, "{path}: one attempt, one retry on the other worker");
+        assert_eq!(
+            seen.len(),
+            2,
+            "{path}: one attempt, one retry on the other worker"
+        );
         // The first retry waits between the base backoff and twice that.
         let gap = seen[1] - seen[0];
         assert!(

@@ -13,7 +13,7 @@ use super::Relay;
 use crate::metrics::{Endpoint, Outcome, RequestTimer, Stage};
 use crate::routing::Pick;
 use crate::upstream::abort::AbortOnDrop;
-use crate::upstream::{Fault, Started, UpstreamError};
+use crate::upstream::{Fault, Origin, Started, UpstreamError};
 use crate::workers::{LoadGuard, Worker};
 
 /// The part of an exchange served by one worker.
@@ -45,10 +45,6 @@ impl Leg {
                 )
             }),
         }
-    }
-
-    pub fn url(&self) -> &str {
-        self.guard.worker().url()
     }
 
     /// This leg failed: told to the breaker and the metrics. The abort stays armed, so it goes
@@ -89,6 +85,8 @@ pub struct Exchange {
     deadlines: Deadlines,
     shutdown: tokio::sync::watch::Receiver<bool>,
     leg: Option<Leg>,
+    /// The worker being waited on: the current leg's, or the one a new leg is being opened on.
+    waiting_on: Option<Arc<Origin>>,
     pub usage: Usage,
     ended: bool,
 }
@@ -103,6 +101,7 @@ impl Exchange {
             deadlines: Deadlines::new(start, &relay.reliability, relay.request_timeout_secs),
             shutdown: relay.shutdown.subscribe(),
             leg: None,
+            waiting_on: None,
             usage: Usage::default(),
             ended: false,
         }
@@ -112,14 +111,20 @@ impl Exchange {
         &self.relay
     }
 
-    /// The worker now serving the request ("" before the first leg opened).
+    /// The worker the request is with ("" before the first attempt).
     pub fn url(&self) -> &str {
-        self.leg.as_ref().map_or("", Leg::url)
+        self.waiting_on.as_ref().map_or("", |o| o.url.as_str())
+    }
+
+    /// From now on the exchange waits on `worker` (a new leg being opened there).
+    pub fn waiting_on(&mut self, worker: &Arc<Origin>) {
+        self.waiting_on = Some(Arc::clone(worker));
     }
 
     /// Makes `leg` the current one. The previous leg drops: its load is released and, if its
     /// worker may still be generating, it is told to abort.
     pub fn set_leg(&mut self, leg: Leg) {
+        self.waiting_on = Some(Arc::clone(&leg.guard.worker().origin));
         self.leg = Some(leg);
     }
 
@@ -139,27 +144,27 @@ impl Exchange {
     pub async fn wait<T>(
         &mut self,
         fut: impl Future<Output = Result<T, UpstreamError>>,
-        url: &str,
     ) -> Result<T, UpstreamError> {
         let (limit, stage) = self.deadlines.next_wait(self.timer.has_first_token());
         let timed = async {
             match limit {
-                Some(l) => tokio::time::timeout(l, fut).await.unwrap_or_else(|_| {
-                    Err(UpstreamError::Timeout {
-                        url: url.to_owned(),
-                        stage,
-                    })
-                }),
-                None => fut.await,
+                Some(l) => tokio::time::timeout(l, fut).await.ok(),
+                None => Some(fut.await),
             }
         };
-        tokio::select! {
+        let outcome = tokio::select! {
             r = timed => r,
-            _ = stopped(&mut self.shutdown) => Err(UpstreamError::Aborted {
+            _ = stopped(&mut self.shutdown) => return Err(UpstreamError::Aborted {
                 message: "the gateway is shutting down".into(),
                 status: Some(503),
             }),
-        }
+        };
+        outcome.unwrap_or_else(|| {
+            Err(UpstreamError::Timeout {
+                url: self.url().to_owned(),
+                stage,
+            })
+        })
     }
 
     /// `n` new tokens reached the client (or are about to).

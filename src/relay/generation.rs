@@ -115,10 +115,7 @@ impl Generation {
             }
             let got = match self.pending.take() {
                 Some(d) => Ok(Some(d)),
-                None => {
-                    let url = self.exchange.url().to_owned();
-                    self.exchange.wait(self.upstream.next(), &url).await
-                }
+                None => self.exchange.wait(self.upstream.next()).await,
             };
             match got {
                 Ok(Some(delta)) => return Ok(Some(self.accept(delta))),

@@ -103,18 +103,16 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
 /// A non-streamed answer, read whole: it reaches the client at once, so its first token
 /// arrives at the end. A failure here is still the caller's to render (nothing was sent).
 async fn whole(ex: &mut Exchange, body: Incoming) -> Result<Bytes, GatewayError> {
-    let url = ex.url().to_owned();
     let read = async {
-        http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
+        Ok(http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
             .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .map_err(|e| UpstreamError::Disconnected {
-                url: url.clone(),
-                reason: e.to_string(),
-            })
+            .await)
     };
-    match ex.wait(read, &url).await {
+    let read = ex.wait(read).await.and_then(|r| {
+        r.map(|b| b.to_bytes())
+            .map_err(|e| disconnected(ex, e.to_string()))
+    });
+    match read {
         Ok(bytes) => {
             let mut observer = Observer::default();
             observer.whole(&bytes);
@@ -145,18 +143,15 @@ impl Relayed {
         if self.ex.ended() {
             return None;
         }
-        let url = self.ex.url().to_owned();
-        let frame = async {
-            match self.upstream.frame().await {
-                Some(Ok(frame)) => Ok(Some(frame)),
-                Some(Err(e)) => Err(UpstreamError::Disconnected {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                }),
-                None => Ok(None),
-            }
-        };
-        match self.ex.wait(frame, &url).await {
+        let frame = self
+            .ex
+            .wait(async { Ok(self.upstream.frame().await) })
+            .await
+            .and_then(|f| {
+                f.transpose()
+                    .map_err(|e| disconnected(&self.ex, e.to_string()))
+            });
+        match frame {
             Ok(Some(frame)) => {
                 let Ok(data) = frame.into_data() else {
                     return Some(Bytes::new());
@@ -183,6 +178,13 @@ impl Relayed {
                 Some(Bytes::from(out))
             }
         }
+    }
+}
+
+fn disconnected(ex: &Exchange, reason: String) -> UpstreamError {
+    UpstreamError::Disconnected {
+        url: ex.url().to_owned(),
+        reason,
     }
 }
 

@@ -49,8 +49,8 @@ where
             target.route.prompt_ids.len(),
             target.abortable.then_some(target.rid),
         );
-        let url = leg.url().to_owned();
-        match ex.wait(attempt(Arc::clone(&worker)), &url).await {
+        ex.waiting_on(&worker.origin);
+        match ex.wait(attempt(Arc::clone(&worker))).await {
             Ok(value) => {
                 ex.set_leg(leg);
                 return Ok(value);
@@ -62,7 +62,7 @@ where
                 }
                 retries += 1;
                 relay.metrics.retries.inc();
-                tracing::info!(rid = target.rid, worker = %url, error = %e, attempt = retries, "retrying on another worker");
+                tracing::info!(rid = target.rid, worker = %worker.url(), error = %e, attempt = retries, "retrying on another worker");
                 // The failed leg drops here: load released, abort sent if the worker may have started.
                 drop(leg);
                 let wait = relay.reliability.backoff(retries);
