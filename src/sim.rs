@@ -1,17 +1,38 @@
 //! A simulated SGLang worker: SGLang's HTTP API in front of a pure engine model (continuous
 //! batching, chunked prefill, a radix prefix cache, a step-time model), generating real
 //! vocabulary words. Used by every test, demo and benchmark; also runnable on its own.
+//!
+//! Modules, bottom to top: each imports only modules listed above it (no cycles), and from the
+//! rest of the crate only the wire-level `protocol`, `stream`, `tokenize`, `bundled` and `net`.
+//! - `radix`: the radix prefix cache over token ids.
+//! - `engine`: the pure engine model (scheduling, chunked prefill, KV pool, step times).
+//! - `vocab`: the real words the simulator generates, as token ids.
+//! - `plan`: what one request will generate, decided up front from its prompt and sampling.
+//! - `faults`: fault knobs, set by flags or `POST /sim/faults`.
+//! - `metrics`: SGLang's Prometheus metrics.
+//! - `driver`: runs the engine in real time and hands each request its tokens.
+//! - `shapes`: SGLang's OpenAI response objects, as serde structs.
+//! - `state`: what every handler shares.
+//! - `run`: one generation from admission to its last token.
+//! - `reply`: JSON and error replies, and the one stream skeleton every route formats.
+//! - `generate`: the native `/generate` route.
+//! - `openai`: `/v1/chat/completions` and `/v1/completions`.
+//! - `server`: the router, and the info and admin routes.
+//! - this file: `switchboard sim`'s options, and `start`.
 
-pub mod driver;
+mod driver;
 pub mod engine;
 pub mod faults;
-pub mod generate;
-pub mod metrics;
-pub mod openai;
-pub mod plan;
+mod generate;
+mod metrics;
+mod openai;
+mod plan;
 pub mod radix;
-pub mod run;
-pub mod server;
+mod reply;
+mod run;
+mod server;
+mod shapes;
+mod state;
 pub mod vocab;
 
 use std::net::SocketAddr;
@@ -19,6 +40,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engine::{Engine, EngineConfig, TimingModel};
+use state::{unix_now, SimState};
 
 use crate::tokenize::Tokenizer;
 
@@ -169,7 +191,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "time_scale": opts.time_scale, "timing": config.timing,
     });
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
-    let state = Arc::new(server::SimState {
+    let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
         tokenizer_path,
         tokenizer,
@@ -183,7 +205,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         cache_report: opts.enable_cache_report,
         eos_probability: opts.eos_probability,
         server_args,
-        started_unix: server::unix_now(),
+        started_unix: unix_now(),
         recent: Default::default(),
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;

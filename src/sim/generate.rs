@@ -4,12 +4,14 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::run::{Run, RunError};
-use super::server::{bad_request, json, sse_response, SimState};
+use super::reply::{self, bad_request, json, run_error, Format};
+use super::run::{Run, Update};
+use super::state::SimState;
 use crate::protocol::sglang::{FinishReason, SamplingParams};
 use crate::stream::sse;
 
@@ -58,7 +60,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         Ok(p) => p.unwrap_or_default(),
         Err(e) => {
             return json(
-                axum::http::StatusCode::BAD_REQUEST,
+                StatusCode::BAD_REQUEST,
                 &serde_json::json!({ "error": e.to_string() }),
             )
         }
@@ -87,46 +89,54 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     let rid = input
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let with_text = !state.skip_tokenizer_init;
     let mut params = params;
     if state.skip_tokenizer_init {
         // Without a tokenizer SGLang cannot match stop strings; the caller must.
         params.stop.clear();
     }
-    let mut run = match Run::start(&state, rid, prompt, &params) {
+    let run = match Run::start(&state, rid, prompt, &params) {
         Ok(run) => run,
         Err(e) => return run_error(e),
     };
-    if !input.stream {
-        if run.complete().await.is_err() {
-            return super::server::reset();
-        }
-        return json(axum::http::StatusCode::OK, &output(&run, 0, 0, with_text));
+    let format = Native {
+        incremental: state.incremental_output,
+        with_text: !state.skip_tokenizer_init,
+        sent_ids: 0,
+        sent_text: 0,
+    };
+    reply::answer(run, input.stream, format).await
+}
+
+/// SGLang's native output: every event is a whole `GenerateOutput`, cumulative unless
+/// `--incremental-streaming-output`.
+struct Native {
+    incremental: bool,
+    with_text: bool,
+    /// Output ids and text bytes already sent.
+    sent_ids: usize,
+    sent_text: usize,
+}
+
+impl Format for Native {
+    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
+        output(run, 0, 0, self.with_text)
     }
-    let incremental = state.incremental_output;
-    let stream = futures_util::stream::unfold(Some((run, 0usize, 0usize)), move |st| async move {
-        let (mut run, sent_ids, sent_text) = st?;
-        match run.next().await {
-            Ok(Some(_)) => {
-                let (ids_from, text_from) = if incremental {
-                    (sent_ids, sent_text)
-                } else {
-                    (0, 0)
-                };
-                let chunk = sse::json_event(&output(&run, ids_from, text_from, with_text));
-                let next = (run.produced, run.text().len());
-                Some((Ok(chunk), Some((run, next.0, next.1))))
-            }
-            Ok(None) if run.aborted => {
-                let chunk =
-                    sse::json_event(&output(&run, run.produced, run.text().len(), with_text));
-                Some((Ok(chunk), None))
-            }
-            Ok(None) => None,
-            Err(fault) => Some((Err(fault), None)),
-        }
-    });
-    sse_response(stream)
+
+    fn update(&mut self, run: &Run, _: &Update, out: &mut Vec<u8>) {
+        let (ids_from, text_from) = if self.incremental {
+            (self.sent_ids, self.sent_text)
+        } else {
+            (0, 0)
+        };
+        sse::write_json_event(out, &output(run, ids_from, text_from, self.with_text));
+        self.sent_ids = run.produced;
+        self.sent_text = run.text().len();
+    }
+
+    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
+        let last = output(run, run.produced, run.text().len(), self.with_text);
+        sse::write_json_event(out, &last);
+    }
 }
 
 fn output(run: &Run, ids_from: usize, text_from: usize, with_text: bool) -> GenerateOutput<'_> {
@@ -144,23 +154,5 @@ fn output(run: &Run, ids_from: usize, text_from: usize, with_text: bool) -> Gene
             cached_tokens: run.cached_tokens,
             e2e_latency,
         },
-    }
-}
-
-/// Errors before the first token, in SGLang's shapes.
-pub fn run_error(e: RunError) -> Response {
-    use axum::http::StatusCode;
-    match e {
-        RunError::BadRequest(msg) => json(
-            StatusCode::BAD_REQUEST,
-            &serde_json::json!({ "error": { "message": msg } }),
-        ),
-        RunError::QueueFull => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"object":"error","message":"The request queue is full.","type":"503","param":null,"code":503}),
-        ),
-        RunError::Injected => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
-        }
     }
 }

@@ -7,15 +7,21 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
-use super::generate::run_error;
-use super::run::Run;
-use super::server::{json, sse_response, SimState};
+use super::reply::{self, json, run_error, Format};
+use super::run::{Run, Update};
+use super::shapes::{
+    CachedTokens, ChatChoice, ChunkChoice, Delta, Envelope, ErrorObject, Finish, Message,
+    TextChoice, Usage,
+};
+use super::state::{unix_now, SimState};
 use crate::protocol::openai::{
-    ChatCompletionRequest, CompletionRequest, Prompt, Sampling, WithSampling,
+    ChatCompletionRequest, CompletionRequest, Prompt, Sampling, StreamOptions, WithSampling,
 };
 use crate::protocol::sampling::requested_max_tokens;
+use crate::protocol::sglang::FinishReason;
 use crate::stream::sse;
 use crate::tokenize::ChatTemplateInput;
 
@@ -30,18 +36,11 @@ fn rid_of(other: &serde_json::Map<String, Value>) -> Option<String> {
     other.get("rid").and_then(Value::as_str).map(str::to_owned)
 }
 
-/// SGLang's OpenAI error shape.
 fn oai_error(status: StatusCode, message: &str) -> Response {
     json(
         status,
-        &json!({"object":"error","message":message,"type":"BadRequest","param":null,"code":status.as_u16()}),
+        &ErrorObject::new(message, "BadRequest", status.as_u16()),
     )
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Chat,
-    Text,
 }
 
 pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -62,19 +61,15 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(ids) => ids,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    let max = req.max_completion_tokens.or(req.sampling.max_tokens);
-    respond(
-        state,
-        Kind::Chat,
-        req.model,
+    let ask = Ask {
         prompt,
-        &req.sampling,
-        max,
-        rid_of(&req.other),
-        req.stream,
-        req.stream_options.is_some_and(|o| o.include_usage),
-    )
-    .await
+        sampling: &req.sampling,
+        max_tokens: req.max_completion_tokens.or(req.sampling.max_tokens),
+        rid: rid_of(&req.other),
+        stream: req.stream,
+    };
+    let format = Chat(Common::new(&state, req.model, req.stream_options));
+    respond(&state, ask, format).await
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -90,192 +85,233 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         Prompt::Ids(ids) => ids,
         _ => return oai_error(StatusCode::BAD_REQUEST, "batched prompts are not simulated"),
     };
-    // OpenAI's completions default.
-    let max = req.sampling.max_tokens.or(Some(16));
-    respond(
-        state,
-        Kind::Text,
-        req.model,
+    let ask = Ask {
         prompt,
-        &req.sampling,
-        max,
-        rid_of(&req.other),
-        req.stream,
-        req.stream_options.is_some_and(|o| o.include_usage),
-    )
-    .await
+        sampling: &req.sampling,
+        // OpenAI's completions default.
+        max_tokens: req.sampling.max_tokens.or(Some(16)),
+        rid: rid_of(&req.other),
+        stream: req.stream,
+    };
+    let format = Text(Common::new(&state, req.model, req.stream_options));
+    respond(&state, ask, format).await
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn respond(
-    state: Arc<SimState>,
-    kind: Kind,
-    model: String,
+/// What both routes pass on once the body is parsed and the prompt encoded.
+struct Ask<'a> {
     prompt: Vec<u32>,
-    sampling: &Sampling,
+    sampling: &'a Sampling,
     max_tokens: Option<i64>,
     rid: Option<String>,
     stream: bool,
-    include_usage: bool,
-) -> Response {
-    if prompt.is_empty() {
+}
+
+async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Response {
+    if ask.prompt.is_empty() {
         return oai_error(StatusCode::BAD_REQUEST, "The prompt is empty.");
     }
-    let room = state.context_length.saturating_sub(prompt.len()).max(1) as u32;
-    let max_new = match requested_max_tokens("max_tokens", max_tokens, state.context_length) {
+    let room = state.context_length.saturating_sub(ask.prompt.len()).max(1) as u32;
+    let max_new = match requested_max_tokens("max_tokens", ask.max_tokens, state.context_length) {
         Ok(m) => m.unwrap_or(room),
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
     };
-    let params = match sampling.to_sglang(max_new) {
+    let params = match ask.sampling.to_sglang(max_new) {
         Ok(p) => p,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
     };
-    let rid = rid.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let mut run = match Run::start(&state, rid, prompt, &params) {
-        Ok(r) => r,
-        Err(e) => return run_error(e),
-    };
-    let created = super::server::unix_now();
-    if !stream {
-        if run.complete().await.is_err() {
-            return super::server::reset();
-        }
-        let usage = usage(&run, state.cache_report);
-        let (finish, matched) = finish_fields(&run);
-        let choice = match kind {
-            Kind::Chat => {
-                json!({"index":0,"message":{"role":"assistant","content":run.text(),"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":finish,"matched_stop":matched})
-            }
-            Kind::Text => {
-                json!({"index":0,"text":run.text(),"logprobs":null,"finish_reason":finish,"matched_stop":matched})
-            }
-        };
-        let object = if kind == Kind::Chat {
-            "chat.completion"
-        } else {
-            "text_completion"
-        };
-        let body = json!({"id":run.rid,"object":object,"created":created,"model":model,"choices":[choice],"usage":usage});
-        return json(StatusCode::OK, &body);
+    let rid = ask
+        .rid
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    match Run::start(state, rid, ask.prompt, &params) {
+        Ok(run) => reply::answer(run, ask.stream, format).await,
+        Err(e) => run_error(e),
     }
-    let cache_report = state.cache_report;
-    let stream = futures_util::stream::unfold(Some((run, 0usize)), move |st| {
-        let model = model.clone();
-        async move {
-            let (mut run, sent) = st?;
-            match run.next().await {
-                Ok(Some(update)) => {
-                    let text = &run.text()[sent.min(run.text().len())..];
-                    let mut out = Vec::new();
-                    let (finish, matched) = if update.finished {
-                        finish_fields(&run)
-                    } else {
-                        (Value::Null, Value::Null)
-                    };
-                    match kind {
-                        Kind::Chat => {
-                            if sent == 0 && run.produced == update.new_tokens {
-                                let delta = json!({"reasoning_content":null,"role":"assistant","content":""});
-                                out.extend(chat_chunk(
-                                    &run.rid,
-                                    created,
-                                    &model,
-                                    delta,
-                                    Value::Null,
-                                    Value::Null,
-                                ));
-                            }
-                            if !text.is_empty() {
-                                let delta = json!({"reasoning_content":null,"content":text});
-                                out.extend(chat_chunk(
-                                    &run.rid,
-                                    created,
-                                    &model,
-                                    delta,
-                                    Value::Null,
-                                    Value::Null,
-                                ));
-                            }
-                            if update.finished {
-                                out.extend(chat_chunk(
-                                    &run.rid,
-                                    created,
-                                    &model,
-                                    json!({"reasoning_content":null}),
-                                    finish,
-                                    matched,
-                                ));
-                            }
-                        }
-                        Kind::Text => {
-                            let choice = json!({"index":0,"text":text,"logprobs":null,"finish_reason":finish,"matched_stop":matched});
-                            out.extend(sse::json_event(&json!({"id":run.rid,"object":"text_completion","created":created,"model":model,"choices":[choice],"usage":null})));
-                        }
-                    }
-                    if update.finished && include_usage {
-                        let object = if kind == Kind::Chat {
-                            "chat.completion.chunk"
-                        } else {
-                            "text_completion"
-                        };
-                        out.extend(sse::json_event(&json!({"id":run.rid,"object":object,"created":created,"model":model,"choices":[],"usage":usage(&run, cache_report)})));
-                    }
-                    let sent = run.text().len();
-                    Some((Ok(Bytes::from(out)), Some((run, sent))))
-                }
-                Ok(None) if run.aborted => {
-                    let chunk = match kind {
-                        Kind::Chat => chat_chunk(
-                            &run.rid,
-                            created,
-                            &model,
-                            json!({"reasoning_content":null}),
-                            json!("abort"),
-                            Value::Null,
-                        ),
-                        Kind::Text => sse::json_event(
-                            &json!({"id":run.rid,"object":"text_completion","created":created,"model":model,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"abort","matched_stop":null}],"usage":null}),
-                        ),
-                    };
-                    Some((Ok(chunk), None))
-                }
-                Ok(None) => None,
-                Err(fault) => Some((Err(fault), None)),
-            }
-        }
-    });
-    sse_response(stream)
 }
 
-fn chat_chunk(
-    id: &str,
+/// What both OpenAI formats keep: the fields every object repeats, and the text already sent.
+struct Common {
+    model: String,
     created: u64,
-    model: &str,
-    delta: Value,
-    finish: Value,
-    matched: Value,
-) -> Bytes {
-    sse::json_event(
-        &json!({"id":id,"object":"chat.completion.chunk","created":created,"model":model,
-        "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish,"matched_stop":matched}]}),
-    )
+    cache_report: bool,
+    include_usage: bool,
+    sent: usize,
 }
 
-fn finish_fields(run: &Run) -> (Value, Value) {
-    use crate::protocol::sglang::FinishReason;
-    match run.finish_reason() {
-        Some(FinishReason::Stop { matched }) => (json!("stop"), matched.unwrap_or(Value::Null)),
-        Some(f) => (json!(f.openai()), Value::Null),
-        None => (Value::Null, Value::Null),
+impl Common {
+    fn new(state: &SimState, model: String, options: Option<StreamOptions>) -> Common {
+        Common {
+            model,
+            created: unix_now(),
+            cache_report: state.cache_report,
+            include_usage: options.is_some_and(|o| o.include_usage),
+            sent: 0,
+        }
+    }
+
+    fn envelope<'a, C>(
+        &'a self,
+        run: &'a Run,
+        object: &'static str,
+        choices: Vec<C>,
+        usage: Option<Option<Usage>>,
+    ) -> Envelope<'a, C> {
+        Envelope {
+            id: &run.rid,
+            object,
+            created: self.created,
+            model: &self.model,
+            choices,
+            usage,
+        }
+    }
+
+    fn usage(&self, run: &Run) -> Usage {
+        Usage {
+            prompt_tokens: run.prompt_tokens,
+            total_tokens: run.prompt_tokens + run.produced,
+            completion_tokens: run.produced,
+            prompt_tokens_details: self.cache_report.then_some(CachedTokens {
+                cached_tokens: run.cached_tokens,
+            }),
+            reasoning_tokens: 0,
+            completion_tokens_details: None,
+        }
+    }
+
+    /// The text since the previous update, which now counts as sent.
+    fn new_text<'r>(&mut self, run: &'r Run) -> &'r str {
+        let text = &run.text()[self.sent.min(run.text().len())..];
+        self.sent = run.text().len();
+        text
+    }
+
+    /// The usage chunk that ends a stream when the client asked for it: no choices.
+    fn write_usage(&self, run: &Run, object: &'static str, out: &mut Vec<u8>) {
+        let usage = Some(Some(self.usage(run)));
+        sse::write_json_event(out, &self.envelope::<()>(run, object, Vec::new(), usage));
     }
 }
 
-fn usage(run: &Run, cache_report: bool) -> Value {
-    let details = if cache_report {
-        json!({"cached_tokens": run.cached_tokens})
-    } else {
-        Value::Null
-    };
-    json!({"prompt_tokens":run.prompt_tokens,"total_tokens":run.prompt_tokens + run.produced,"completion_tokens":run.produced,
-        "prompt_tokens_details":details,"reasoning_tokens":0,"completion_tokens_details":null})
+fn finish(run: &Run) -> Finish {
+    match run.finish_reason() {
+        Some(FinishReason::Stop { matched }) => Finish {
+            finish_reason: Some("stop"),
+            matched_stop: matched,
+        },
+        Some(f) => Finish {
+            finish_reason: Some(f.openai()),
+            matched_stop: None,
+        },
+        None => Finish::default(),
+    }
+}
+
+/// `/v1/chat/completions`: a role chunk first, content chunks, then a separate finish chunk.
+struct Chat(Common);
+
+impl Chat {
+    fn chunk(&self, run: &Run, delta: Delta<'_>, finish: Finish, out: &mut Vec<u8>) {
+        let choice = ChunkChoice {
+            index: 0,
+            delta,
+            logprobs: None,
+            finish,
+        };
+        let chunk = self
+            .0
+            .envelope(run, "chat.completion.chunk", vec![choice], None);
+        sse::write_json_event(out, &chunk);
+    }
+}
+
+impl Format for Chat {
+    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
+        let message = Message {
+            role: "assistant",
+            content: run.text(),
+            reasoning_content: None,
+            tool_calls: None,
+        };
+        let choice = ChatChoice {
+            index: 0,
+            message,
+            logprobs: None,
+            finish: finish(run),
+        };
+        let usage = Some(Some(self.0.usage(run)));
+        self.0.envelope(run, "chat.completion", vec![choice], usage)
+    }
+
+    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
+        let first = self.0.sent == 0 && run.produced == update.new_tokens;
+        let text = self.0.new_text(run);
+        if first {
+            let role = Delta {
+                role: Some("assistant"),
+                content: Some(""),
+                ..Delta::default()
+            };
+            self.chunk(run, role, Finish::default(), out);
+        }
+        if !text.is_empty() {
+            let content = Delta {
+                content: Some(text),
+                ..Delta::default()
+            };
+            self.chunk(run, content, Finish::default(), out);
+        }
+        if update.finished {
+            self.chunk(run, Delta::default(), finish(run), out);
+            if self.0.include_usage {
+                self.0.write_usage(run, "chat.completion.chunk", out);
+            }
+        }
+    }
+
+    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
+        self.chunk(run, Delta::default(), Finish::abort(), out);
+    }
+}
+
+/// `/v1/completions`: one chunk per update, the last one carrying the finish reason.
+struct Text(Common);
+
+impl Text {
+    fn chunk(&self, run: &Run, text: &str, finish: Finish, out: &mut Vec<u8>) {
+        let choice = TextChoice {
+            index: 0,
+            text,
+            logprobs: None,
+            finish,
+        };
+        let chunk = self
+            .0
+            .envelope(run, "text_completion", vec![choice], Some(None));
+        sse::write_json_event(out, &chunk);
+    }
+}
+
+impl Format for Text {
+    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
+        let choice = TextChoice {
+            index: 0,
+            text: run.text(),
+            logprobs: None,
+            finish: finish(run),
+        };
+        let usage = Some(Some(self.0.usage(run)));
+        self.0.envelope(run, "text_completion", vec![choice], usage)
+    }
+
+    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
+        let text = self.0.new_text(run);
+        self.chunk(run, text, finish(run), out);
+        if update.finished && self.0.include_usage {
+            self.0.write_usage(run, "text_completion", out);
+        }
+    }
+
+    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
+        self.chunk(run, "", Finish::abort(), out);
+    }
 }

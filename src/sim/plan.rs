@@ -116,10 +116,6 @@ impl Plan {
         self.output_ids.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.output_ids.is_empty()
-    }
-
     /// The text visible once `produced` tokens exist. While a stop string could still be forming
     /// it is held back, as SGLang does, so no chunk ever shows part of it.
     pub fn visible(&self, produced: usize) -> &str {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Progress, Ticket};
 use super::engine::Rejection;
 use super::plan::Plan;
-use super::server::SimState;
+use super::state::{ReceivedRequest, SimState};
 use crate::protocol::sglang::{FinishReason, SamplingParams};
 
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +58,7 @@ impl Run {
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
         state.metrics.requests.inc();
-        state.record(super::server::ReceivedRequest {
+        state.record(ReceivedRequest {
             rid: rid.clone(),
             input_ids: prompt.clone(),
             max_new_tokens: params.max_new_tokens,

@@ -1,65 +1,22 @@
-//! The simulator's HTTP surface: routes, shared state and response helpers.
+//! The simulator's HTTP surface: the router, and the info and admin routes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use futures_util::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use super::driver::Driver;
-use super::faults::{FaultConfig, Faults};
-use super::metrics::SimMetrics;
-use super::vocab::OutputVocab;
+use super::faults::FaultConfig;
+use super::reply::{bad_request, json};
+use super::shapes::{ModelCard, ModelList};
+use super::state::{unix_now, SimState};
 use super::{generate, openai};
-use crate::stream::sse;
-use crate::tokenize::Tokenizer;
-
-pub struct SimState {
-    pub model_name: String,
-    pub tokenizer_path: String,
-    pub tokenizer: Arc<Tokenizer>,
-    pub vocab: OutputVocab,
-    pub driver: Arc<Driver>,
-    pub faults: Faults,
-    pub metrics: SimMetrics,
-    pub context_length: usize,
-    pub incremental_output: bool,
-    pub skip_tokenizer_init: bool,
-    pub cache_report: bool,
-    pub eos_probability: f64,
-    pub server_args: serde_json::Value,
-    pub started_unix: u64,
-    /// The last requests' rids and prompt ids, for `GET /sim/requests` (tests check what a
-    /// gateway really sent).
-    pub recent: std::sync::Mutex<std::collections::VecDeque<ReceivedRequest>>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ReceivedRequest {
-    pub rid: String,
-    pub input_ids: Vec<u32>,
-    pub max_new_tokens: Option<u32>,
-}
-
-/// How many received requests `/sim/requests` remembers.
-pub const RECENT_REQUESTS: usize = 256;
-
-impl SimState {
-    pub fn record(&self, req: ReceivedRequest) {
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == RECENT_REQUESTS {
-            recent.pop_front();
-        }
-        recent.push_back(req);
-    }
-}
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new()
@@ -86,57 +43,6 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route("/sim/requests", get(recent_requests))
         .with_state(state)
 }
-
-// === response helpers ===
-
-pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-pub fn bad_request(message: &str) -> Response {
-    json(
-        StatusCode::BAD_REQUEST,
-        &json!({ "error": { "message": message } }),
-    )
-}
-
-/// An SSE response ending with `data: [DONE]`; an `Err` item resets the connection instead.
-pub fn sse_response<S, E>(events: S) -> Response
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
-    let done = futures_util::stream::once(async { Ok(Bytes::from_static(sse::DONE)) });
-    let body = Body::from_stream(events.chain(done));
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-/// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
-/// hyper drops the connection without a complete response.
-pub fn reset() -> Response {
-    let failing =
-        futures_util::stream::once(async { Err::<Bytes, _>(super::run::StreamFault::Die) });
-    Response::new(Body::from_stream(failing))
-}
-
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-// === info and admin routes ===
 
 async fn health(State(state): State<Arc<SimState>>) -> StatusCode {
     let slow = state.faults.get().slow_health_secs;
@@ -187,9 +93,21 @@ async fn server_info(State(s): State<Arc<SimState>>) -> Response {
 }
 
 async fn models(State(s): State<Arc<SimState>>) -> Response {
+    let card = ModelCard {
+        id: &s.model_name,
+        object: "model",
+        created: s.started_unix,
+        owned_by: "sglang",
+        root: &s.model_name,
+        parent: None,
+        max_model_len: s.context_length,
+    };
     json(
         StatusCode::OK,
-        &json!({"object":"list","data":[{"id":s.model_name,"object":"model","created":s.started_unix,"owned_by":"sglang","root":s.model_name,"parent":null,"max_model_len":s.context_length}]}),
+        &ModelList {
+            object: "list",
+            data: [card],
+        },
     )
 }
 
@@ -230,7 +148,7 @@ async fn abort_request(State(s): State<Arc<SimState>>, body: Bytes) -> Response 
         if delay > 0.0 {
             let s = Arc::clone(&s);
             tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+                tokio::time::sleep(Duration::from_secs_f64(delay)).await;
                 s.driver.abort_by_rid(&req.rid, req.abort_all);
             });
         } else {
@@ -273,12 +191,5 @@ async fn set_faults(State(s): State<Arc<SimState>>, body: Bytes) -> Response {
 }
 
 async fn recent_requests(State(s): State<Arc<SimState>>) -> Response {
-    let recent: Vec<ReceivedRequest> = s
-        .recent
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .cloned()
-        .collect();
-    json(StatusCode::OK, &recent)
+    json(StatusCode::OK, &s.recent_requests())
 }

@@ -1,0 +1,96 @@
+//! Replies every route shares: JSON bodies, SGLang's error shapes, and the one stream skeleton
+//! that turns a run into a response (a JSON body once it finished, or an SSE event stream),
+//! written by a per-route [`Format`].
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::json;
+
+use super::run::{Run, RunError, StreamFault, Update};
+use super::shapes::ErrorObject;
+use crate::stream::sse;
+
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+pub fn bad_request(message: &str) -> Response {
+    json(
+        StatusCode::BAD_REQUEST,
+        &json!({ "error": { "message": message } }),
+    )
+}
+
+/// Errors before the first token, in SGLang's shapes.
+pub fn run_error(e: RunError) -> Response {
+    match e {
+        RunError::BadRequest(msg) => bad_request(&msg),
+        RunError::QueueFull => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &ErrorObject::new("The request queue is full.", "503", 503),
+        ),
+        RunError::Injected => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
+        }
+    }
+}
+
+/// How one route writes a run on the wire.
+pub trait Format: Send + 'static {
+    /// The whole answer of a non-streaming request, once the run is over.
+    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r;
+    /// The SSE events for one update of a streaming request.
+    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>);
+    /// The SSE events that close a stream an abort cut short.
+    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>);
+}
+
+/// Waits for the run and answers in JSON, or streams it as SSE ending with `data: [DONE]`.
+/// The connection-reset fault breaks the connection instead, in either form.
+pub async fn answer<F: Format>(mut run: Run, stream: bool, format: F) -> Response {
+    if !stream {
+        if run.complete().await.is_err() {
+            return reset();
+        }
+        return json(StatusCode::OK, &format.body(&run));
+    }
+    let events = futures_util::stream::unfold(Some((run, format)), |st| async move {
+        let (mut run, mut format) = st?;
+        let mut out = Vec::new();
+        match run.next().await {
+            Ok(Some(update)) => {
+                format.update(&run, &update, &mut out);
+                Some((Ok(Bytes::from(out)), Some((run, format))))
+            }
+            Ok(None) if run.aborted => {
+                format.aborted(&run, &mut out);
+                Some((Ok(Bytes::from(out)), None))
+            }
+            Ok(None) => None,
+            Err(fault) => Some((Err(fault), None)),
+        }
+    });
+    let done = futures_util::stream::once(async { Ok(Bytes::from_static(sse::DONE)) });
+    let body = Body::from_stream(events.chain(done));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
+/// hyper drops the connection without a complete response.
+fn reset() -> Response {
+    let failing = futures_util::stream::once(async { Err::<Bytes, _>(StreamFault::Die) });
+    Response::new(Body::from_stream(failing))
+}
