@@ -3,7 +3,8 @@
 //! on the direct path (client → sim) so every figure is also a ratio to it.
 //!
 //! `cargo bench --bench load -- --scenario nonstream|streams|longprompt|memory [flags]`
-//! `cargo bench --bench load -- --help` lists the flags; `benches/README.md` has the results.
+//! `cargo bench --bench load -- --help` lists the flags; the results are in
+//! `docs/benchmarks.md`.
 //!
 //! Each phase gets fresh sims (so the direct phase cannot warm the gateway phase's prefix
 //! caches), a warm-up, then a measurement window: requests finishing inside it are counted,
@@ -11,7 +12,7 @@
 
 #[path = "load/client.rs"]
 mod client;
-#[path = "load/procs.rs"]
+#[path = "common/procs.rs"]
 mod procs;
 #[path = "load/report.rs"]
 mod report;
@@ -28,6 +29,10 @@ use clap::{Parser, ValueEnum};
 use procs::Proc;
 use report::{Pcts, Phase};
 use workload::{Api, Shape, Workload};
+
+/// Core of the gateway under `--pin`; the sims and the load generator share the other one.
+const GATEWAY_CORE: usize = 0;
+const SIM_CORE: usize = 1;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Scenario {
@@ -284,7 +289,7 @@ fn run_phase(
 fn start_sims(args: &Args, pin: bool) -> Vec<Proc> {
     let extra = words(&args.sim_args);
     (0..args.workers.max(1))
-        .map(|_| procs::start_sim(&extra, pin))
+        .map(|_| procs::start_sim(&extra, pin.then_some(SIM_CORE)))
         .collect()
 }
 
@@ -301,7 +306,7 @@ fn main() {
         eprintln!("load: --pin needs taskset and 2 cores; running unpinned");
     }
     // The generator shares the sims' core, leaving the gateway's core to the gateway alone.
-    if pin && !procs::pin_self(procs::SIM_CORE) {
+    if pin && !procs::pin_self(SIM_CORE) {
         eprintln!("load: could not pin the generator");
     }
     let wl = Rc::new(Workload::new(&args.shape()));
@@ -349,7 +354,9 @@ fn main() {
         } else {
             let sims = start_sims(&args, pin);
             let urls: Vec<String> = sims.iter().map(Proc::url).collect();
-            let gw = procs::start_gateway(&urls, &args.policy, &words(&args.gateway_args), pin);
+            let mut extra = vec!["--policy".to_string(), args.policy.clone()];
+            extra.extend(words(&args.gateway_args));
+            let gw = procs::start_gateway(&urls, &extra, pin.then_some(GATEWAY_CORE));
             let pids: Vec<u32> = sims.iter().map(Proc::pid).collect();
             phases.push(run_phase(
                 &args.label,

@@ -106,6 +106,12 @@ def run_logged(cmd, **kw):
 # ---------------------------------------------------------------- processes
 
 
+def default_binary():
+    """Where `cargo build --release` (and `cargo bench`) put the binary: $CARGO_TARGET_DIR or target/."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
+    return (target if target.is_absolute() else REPO / target) / "release" / "switchboard"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -161,26 +167,30 @@ class Procs:
         self.procs = []
 
 
+def start_listening(procs, name, cmd, health, timeout=30):
+    """Starts `switchboard sim|serve ... --port 0`, reads the address it prints once bound
+    (`switchboard listening on http://ADDR`, `switchboard sim (...) listening on http://ADDR`),
+    then waits for `health` to answer 200. The same steps as benches/common/procs.rs."""
+    procs.start(name, [*cmd, "--host", "127.0.0.1", "--port", "0"])
+    deadline = time.monotonic() + timeout
+    while True:
+        procs.check_alive()
+        for line in procs.log_text(name).splitlines():
+            if line.startswith("switchboard") and "listening on http://" in line:
+                url = "http://" + line.rsplit("listening on http://", 1)[1].strip().rstrip("/")
+                wait_until(lambda: http_get(url + health)[0] == 200, timeout, f"{name} {health}", procs)
+                return url
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not report its address in {timeout} s")
+        time.sleep(0.05)
+
+
 def start_sims(procs, binary, n, kv_capacity, time_scale):
-    urls = []
-    for i in range(n):
-        cmd = [binary, "sim", "--host", "127.0.0.1", "--port", "0", "--model-name", MODEL,
-               "--kv-capacity-tokens", kv_capacity, "--time-scale", time_scale]
-        procs.start(f"sim{i}", cmd)
-    deadline = time.monotonic() + 20
-    for i in range(n):
-        while True:
-            procs.check_alive()
-            text = procs.log_text(f"sim{i}")
-            if "listening on " in text:
-                urls.append(text.split("listening on ", 1)[1].split()[0].strip())
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"sim{i} did not report its address in 20 s")
-            time.sleep(0.05)
-    for u in urls:
-        wait_until(lambda u=u: http_get(u + "/health")[0] == 200, 20, f"{u}/health", procs)
-    return urls
+    return [
+        start_listening(procs, f"sim{i}", [binary, "sim", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
+                                           "--time-scale", time_scale], "/health")
+        for i in range(n)
+    ]
 
 
 def wait_until(pred, timeout, what, procs):
@@ -198,10 +208,11 @@ def wait_until(pred, timeout, what, procs):
 
 
 def start_gateway(procs, binary, policy, worker_urls, smg_bin, name="gateway", extra=()):
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     n = len(worker_urls)
     if policy == "smg":
+        # SMG is not ours: it gets a port picked here, as it cannot report one it bound itself.
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
         mport = free_port()
         cmd = [smg_bin, "launch", "--host", "127.0.0.1", "--port", port, "--worker-urls", *worker_urls,
                "--policy", "cache_aware", "--prometheus-host", "127.0.0.1", "--prometheus-port", mport,
@@ -218,10 +229,8 @@ def start_gateway(procs, binary, policy, worker_urls, smg_bin, name="gateway", e
         if MODEL not in body:
             raise RuntimeError(f"SMG /v1/models does not list {MODEL}: {body[:300]}")
     else:
-        cmd = [binary, "serve", "--host", "127.0.0.1", "--port", port, "--worker-urls", *worker_urls,
-               "--policy", policy, "--log-level", "warn", *extra]
-        procs.start(name, cmd)
-        wait_until(lambda: http_get(base + "/readiness")[0] == 200, 30, f"{name} /readiness", procs)
+        cmd = [binary, "serve", "--policy", policy, "--log-level", "warn", *extra, "--worker-urls", *worker_urls]
+        base = start_listening(procs, name, cmd, "/readiness")
     return base
 
 
@@ -613,7 +622,8 @@ def main():
                          "zipf (own client) (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="small workload (16 groups x 4 prompts) for a smoke test")
     ap.add_argument("--out", default="routing_quality.json", help="JSON results file (default: %(default)s)")
-    ap.add_argument("--binary", default=str(REPO / "target" / "release" / "switchboard"))
+    ap.add_argument("--binary", default=str(default_binary()),
+                    help="switchboard to run, built with `cargo build --release` when missing (default: %(default)s)")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="sims' --time-scale (default %(default)s: on 2 cores, 0.25 shrinks the modelled GPU time "

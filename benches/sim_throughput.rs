@@ -14,11 +14,13 @@
 //!
 //! `cargo bench --bench sim_throughput`
 
+// Shared with the load bench, which uses all of it; this bench needs no gateway or RSS.
+#[allow(dead_code)]
+#[path = "common/procs.rs"]
+mod procs;
+
 use std::cell::Cell;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -35,131 +37,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn sim_binary() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_switchboard"));
-    if !path.exists() {
-        eprintln!(
-            "sim_throughput: the switchboard binary is missing at {} (run `cargo build --release`)",
-            path.display()
-        );
-        std::process::exit(2);
-    }
-    path
-}
-
-fn have_taskset() -> bool {
-    Command::new("taskset")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Pins every thread of this process to `core` (called before the runtime starts threads).
-fn pin_self(core: usize) -> bool {
-    Command::new("taskset")
-        .args([
-            "-a",
-            "-p",
-            "-c",
-            &core.to_string(),
-            &std::process::id().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// The simulator child; killed (and reaped) on drop, including during a panic.
-struct SimGuard {
-    child: Child,
-}
-
-impl Drop for SimGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_sim(incremental: bool, pin: bool) -> (SimGuard, SocketAddr) {
-    let exe = sim_binary();
-    let mut cmd = if pin {
-        let mut c = Command::new("taskset");
-        c.args(["-c", &SIM_CORE.to_string()]).arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    cmd.args([
-        "sim",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--zero-latency",
-    ]);
-    if incremental {
-        cmd.arg("--incremental-streaming-output");
-    }
-    cmd.env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("cannot start the simulator");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let guard = SimGuard { child };
-    let mut line = String::new();
-    let mut reader = BufReader::new(stdout);
-    loop {
-        line.clear();
-        let n = reader
-            .read_line(&mut line)
-            .expect("reading the sim's stdout");
-        assert!(n > 0, "the simulator exited before listening");
-        if let Some(addr) = line.trim().rsplit("http://").next() {
-            if let Ok(addr) = addr.parse::<SocketAddr>() {
-                // Keep draining stdout so the sim never blocks on a full pipe.
-                std::thread::spawn(move || {
-                    let mut sink = String::new();
-                    while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
-                        sink.clear();
-                    }
-                });
-                return (guard, addr);
-            }
-        }
-    }
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // After ")": state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    let get = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    get(11) + get(12)
 }
 
 /// (busy, total) jiffies of one core from `/proc/stat` (busy = all but idle and iowait).
@@ -377,8 +256,12 @@ fn measure(
     max_tokens: usize,
     secs: f64,
 ) -> Measurement {
-    let (sim, addr) = start_sim(incremental, pin);
-    let sim_pid = sim.child.id();
+    let mut flags = vec!["--zero-latency".to_string()];
+    if incremental {
+        flags.push("--incremental-streaming-output".into());
+    }
+    let sim = procs::start_sim(&flags, pin.then_some(SIM_CORE));
+    let (addr, sim_pid) = (sim.addr, sim.pid());
     let body = format!(
         "{{\"input_ids\":[1,2,3,4,5,6,7,8],\"sampling_params\":{{\"max_new_tokens\":{max_tokens},\"ignore_eos\":true}},\"stream\":true}}"
     );
@@ -390,7 +273,7 @@ fn measure(
         .into_bytes(),
     );
     let counters = Rc::new(Counters::default());
-    let hz = clock_ticks();
+    let hz = procs::clock_ticks();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -404,16 +287,16 @@ fn measure(
         let (c0, k0, s0, g0, t0) = (
             counters.snapshot(),
             core_ticks(SIM_CORE),
-            cpu_ticks(sim_pid),
-            cpu_ticks(std::process::id()),
+            procs::cpu_ticks(sim_pid),
+            procs::cpu_ticks(std::process::id()),
             Instant::now(),
         );
         tokio::time::sleep(Duration::from_secs_f64(secs)).await;
         let (c1, k1, s1, g1, t1) = (
             counters.snapshot(),
             core_ticks(SIM_CORE),
-            cpu_ticks(sim_pid),
-            cpu_ticks(std::process::id()),
+            procs::cpu_ticks(sim_pid),
+            procs::cpu_ticks(std::process::id()),
             Instant::now(),
         );
         let dt = (t1 - t0).as_secs_f64();
@@ -445,8 +328,8 @@ fn main() {
     let secs: f64 = env_or("SIM_BENCH_SECS", 10.0);
     let streams: usize = env_or("SIM_BENCH_STREAMS", 256);
     let max_tokens: usize = env_or("SIM_BENCH_TOKENS", 256);
-    let pin = have_taskset() && cores() >= 2;
-    let self_pinned = pin && pin_self(0);
+    let pin = procs::have_taskset() && cores() >= 2;
+    let self_pinned = pin && procs::pin_self(0);
     println!(
         "sim_throughput: {streams} streams × {max_tokens} tokens, {secs} s per mode (+{} s warm-up); \
          sim pinned to core {SIM_CORE}: {}; generator pinned to core 0: {}",

@@ -1,17 +1,21 @@
-//! Child processes (simulated workers, the gateway) and what `/proc` says about them.
+//! Child processes for the process benches (`switchboard sim`, `switchboard serve`) and what
+//! `/proc` says about them. Each bench is a crate of its own and includes this file with
+//! `#[path = "common/procs.rs"] mod procs;`.
 //!
-//! Every child is owned by a [`Proc`] guard that kills and reaps it on drop, including during a
-//! panic, so an aborted benchmark never leaves listeners behind.
+//! Every child listens on 127.0.0.1 port 0; its address is read from the line it prints once
+//! bound, so no port is picked in advance and raced for. Every child is owned by a [`Proc`] guard
+//! that kills and reaps it on drop, including during a panic, so an aborted benchmark never
+//! leaves listeners behind.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Core of the gateway under `--pin`; the sims and the load generator share the other one.
-pub const GATEWAY_CORE: usize = 0;
-pub const SIM_CORE: usize = 1;
+/// How long a child may take to print its address, and then to answer its health route.
+const START_LIMIT: Duration = Duration::from_secs(30);
 
 pub struct Proc {
     child: Child,
@@ -34,10 +38,11 @@ impl Drop for Proc {
     }
 }
 
+/// The release binary `cargo bench` built next to this bench.
 fn binary() -> PathBuf {
     let path = PathBuf::from(env!("CARGO_BIN_EXE_switchboard"));
     if !path.exists() {
-        eprintln!("load: missing {} (cargo build --release)", path.display());
+        eprintln!("missing {} (cargo build --release)", path.display());
         std::process::exit(2);
     }
     path
@@ -63,9 +68,27 @@ pub fn pin_self(core: usize) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Starts `switchboard <args>` (under `taskset -c core` when given) and waits for the
-/// "listening on http://ADDR" line both subcommands print once bound.
-fn spawn(args: &[String], core: Option<usize>) -> Proc {
+/// `switchboard sim` on 127.0.0.1 with `extra` flags (under `taskset -c core` when given),
+/// once `/health` answers.
+pub fn start_sim(extra: &[String], core: Option<usize>) -> Proc {
+    let mut args = vec!["sim".to_string()];
+    args.extend_from_slice(extra);
+    spawn(args, core, "/health")
+}
+
+/// `switchboard serve` on 127.0.0.1 in front of `workers`, once `/readiness` answers (it is
+/// 503 until a worker passed its first health check).
+pub fn start_gateway(workers: &[String], extra: &[String], core: Option<usize>) -> Proc {
+    let mut args: Vec<String> = ["serve", "--log-level", "warn", "--worker-urls"]
+        .map(String::from)
+        .to_vec();
+    args.extend_from_slice(workers);
+    args.extend_from_slice(extra);
+    spawn(args, core, "/readiness")
+}
+
+fn spawn(mut args: Vec<String>, core: Option<usize>, ready: &str) -> Proc {
+    args.extend(["--host", "127.0.0.1", "--port", "0"].map(String::from));
     let exe = binary();
     let mut cmd = match core {
         Some(c) => {
@@ -75,62 +98,59 @@ fn spawn(args: &[String], core: Option<usize>) -> Proc {
         }
         None => Command::new(&exe),
     };
-    cmd.args(args)
+    cmd.args(&args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("cannot start switchboard");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut reader = BufReader::new(stdout);
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`switchboard {}` exited before listening", args.join(" "));
-        }
-        let tail = line.trim().rsplit("http://").next().unwrap_or("");
-        if let Ok(addr) = tail.parse::<SocketAddr>() {
-            break addr;
-        }
+    let what = format!("`switchboard {}`", args.join(" "));
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let Some(stdout) = child.stdout.take() else {
+        panic!("{what}: no stdout pipe");
     };
-    // Keep draining stdout so the child never blocks on a full pipe.
+    let (tx, rx) = mpsc::channel();
+    // Reads the address off stdout, then keeps draining it so the child never blocks on a full
+    // pipe. A thread, so that a child that never prints cannot hang the bench.
     std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        while reader.read_until(b'\n', &mut sink).is_ok_and(|n| n > 0) {
-            sink.clear();
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Some(addr) = listening_addr(&line) {
+                let _ = tx.send(addr);
+            }
+            line.clear();
         }
     });
-    Proc { child, addr }
+    // Owned by the guard from here on: an early panic below still kills the child.
+    let mut proc = Proc {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    proc.addr = match rx.recv_timeout(START_LIMIT) {
+        Ok(addr) => addr,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what} printed no address in {START_LIMIT:?}")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what} exited before listening"),
+    };
+    wait_ok(proc.addr, ready, START_LIMIT);
+    proc
 }
 
-pub fn start_sim(extra: &[String], pin: bool) -> Proc {
-    let mut args: Vec<String> = ["sim", "--host", "127.0.0.1", "--port", "0"]
-        .map(String::from)
-        .to_vec();
-    args.extend_from_slice(extra);
-    spawn(&args, pin.then_some(SIM_CORE))
+/// The address in `switchboard listening on http://ADDR` and
+/// `switchboard sim (simulated SGLang worker) listening on http://ADDR`.
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    let (head, tail) = line.trim().rsplit_once("listening on http://")?;
+    if !head.starts_with("switchboard") {
+        return None;
+    }
+    tail.trim_end_matches('/').parse().ok()
 }
 
-pub fn start_gateway(workers: &[String], policy: &str, extra: &[String], pin: bool) -> Proc {
-    let mut args: Vec<String> = ["serve", "--host", "127.0.0.1", "--port", "0"]
-        .map(String::from)
-        .to_vec();
-    args.extend(["--policy".into(), policy.into(), "--log-level".into()]);
-    args.push("warn".into());
-    args.push("--worker-urls".into());
-    args.extend_from_slice(workers);
-    args.extend_from_slice(extra);
-    let gw = spawn(&args, pin.then_some(GATEWAY_CORE));
-    wait_ready(gw.addr, "/readiness", Duration::from_secs(30));
-    gw
-}
-
-/// Polls `GET path` until it answers 200 (the gateway's `/readiness` is 503 until a worker
-/// passed its first health check).
-pub fn wait_ready(addr: SocketAddr, path: &str, limit: Duration) {
+/// Polls `GET path` until it answers 200, at most `limit`.
+pub fn wait_ok(addr: SocketAddr, path: &str, limit: Duration) {
     let start = Instant::now();
     while start.elapsed() < limit {
         if get_status(addr, path) == Some(200) {
