@@ -1,12 +1,12 @@
 //! The gateway core end to end against simulated workers: token ids sent upstream, client
 //! disconnects, metrics.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::MODEL;
 use serde_json::{json, Value};
-use support::MODEL;
 
 /// Acceptance: the ids a worker receives equal HF tokenizer + chat template (golden files).
 async fn golden_ids_reach_the_worker(tokenizer: &str) {

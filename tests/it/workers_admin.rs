@@ -1,11 +1,11 @@
 //! The worker registry at run time: admin routes, their keys, and membership changes under load.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::MODEL;
 use serde_json::{json, Value};
-use support::MODEL;
 
 async fn workers(gw: &str, key: Option<&str>) -> reqwest::Response {
     let mut req = support::client().get(format!("{gw}/workers"));

@@ -2,15 +2,15 @@
 //! become workers only while Ready, leave on NotReady, termination, deletion or relabelling, a
 //! lost event heals on the next re-list, and requests keep flowing while pods churn.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::support::fake_kube::{pod, FakeKube};
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::fake_kube::{pod, FakeKube};
-use support::{Proc, MODEL};
 
 async fn gateway(kube: &FakeKube, extra: &[&str]) -> Proc {
     let mut args = vec![

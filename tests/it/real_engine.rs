@@ -6,7 +6,7 @@
 //! ```sh
 //! out=$(bash .ci/llama-server.sh)
 //! SWITCHBOARD_LLAMA_SERVER=$(echo "$out" | tail -2 | head -1) SWITCHBOARD_LLAMA_MODEL=$(echo "$out" | tail -1) \
-//! SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test real_engine
+//! SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test it real_engine::
 //! ```
 //!
 //! llama.cpp has `/health` but no `/v1/loads`, `/generate` or `/abort_request`, so these tests
@@ -14,13 +14,13 @@
 //! generation by closing the upstream connection. The tests share 2 CPU cores with everything
 //! else, so they run one at a time (`SERIAL`) and keep generations short.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::support::llama::{stack, TOKENIZER};
 use serde_json::{json, Value};
-use support::llama::{stack, TOKENIZER};
 use tokio::io::AsyncWriteExt;
 
 const MODEL: &str = support::MODEL;

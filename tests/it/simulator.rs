@@ -1,6 +1,6 @@
 //! The simulated SGLang worker over HTTP: wire shapes, prefix cache, load reporting, faults.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

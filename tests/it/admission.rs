@@ -1,12 +1,12 @@
 //! Admission control (`--max-concurrent-requests`, `--queue-size`, `--queue-timeout-secs`,
 //! `--rate-limit-per-key`) against real processes: slow simulated streams fill the slots.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::{Proc, MODEL};
 
 /// A worker whose every decode step takes 20 ms, so a 100-token stream lasts about 2 s.
 async fn slow_sim() -> Proc {

@@ -1,10 +1,10 @@
 //! Bad requests get an OpenAI-style 4xx (`{"error":{"message","type","param","code"}}`), never a
 //! panic, and the gateway keeps serving afterwards. One test per case.
 
-mod support;
+use crate::support;
 
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::{Proc, MODEL};
 
 async fn setup(extra: &[&str]) -> (Proc, Proc) {
     let sim = support::sim(&["--time-scale", "0.01"]).await;

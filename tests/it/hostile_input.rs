@@ -3,17 +3,16 @@
 //! must get its exact status, 4xx answers in the OpenAI error shape, never a 5xx or a hang; the
 //! gateway must still serve afterwards.
 
-#[path = "hostile_input/cases.rs"]
 mod cases;
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::Proc;
 use serde_json::{json, Value};
-use support::Proc;
 
 /// No case may take longer than this (a hang is a failure, not a stuck test run).
 const CASE_TIMEOUT: Duration = Duration::from_secs(20);

@@ -1,6 +1,6 @@
 //! `config/switchboard.toml` documents every setting and is itself a valid configuration.
 
-mod support;
+use crate::support;
 
 #[test]
 fn documented_config_file_parses_and_covers_every_flag() {

@@ -2,12 +2,12 @@
 //! way; the client must see either a complete answer or a clear error, no generation may run
 //! twice, and load must return to zero.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::{Proc, MODEL};
 
 async fn set_faults(sim: &Proc, faults: Value) {
     let r = support::client()

@@ -1,5 +1,5 @@
 //! Two llama.cpp `llama-server`s and the gateway (`--backend openai`) in front of them, for
-//! `tests/real_engine.rs`.
+//! the `real_engine` tests.
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};

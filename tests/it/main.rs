@@ -1,0 +1,20 @@
+//! Every integration test, in one binary (one link step instead of one per file), in two tiers:
+//! `in_process` drives the gateway's router directly (no process, no socket); the other modules
+//! run real `switchboard` processes (simulated workers and gateways) on 127.0.0.1.
+//!
+//! Run one module with a filter: `cargo test --test it reliability::`.
+
+mod support;
+
+mod admission;
+mod bad_input;
+mod config_file;
+mod discovery;
+mod gateway_core;
+mod hostile_input;
+mod python_clients;
+mod real_engine;
+mod reliability;
+mod request_props;
+mod simulator;
+mod workers_admin;
