@@ -364,18 +364,11 @@ async fn ids_only_workers_are_detokenized_with_stop_strings() {
 #[tokio::test]
 async fn separate_metrics_listener_and_json_logs() {
     let sim = support::sim(&[]).await;
-    let mport = support::free_port().to_string();
-    let gw = support::gateway(&[&sim], &["--prometheus-port", &mport, "--log-json"]).await;
-    let text = support::client()
-        .get(format!("http://127.0.0.1:{mport}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let gw = support::gateway(&[&sim], &["--prometheus-port", "0", "--log-json"]).await;
+    let metrics_url = gw.metrics_url.as_deref().expect("metrics listener address");
+    assert_ne!(metrics_url, gw.url);
+    let text = support::metrics_text(metrics_url).await;
     assert!(text.contains("switchboard_worker_healthy"), "{text}");
-    drop(gw);
 }
 
 /// The tokenizer's piece cache reports what it holds: its start-up self-check, then the new

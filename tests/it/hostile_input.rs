@@ -8,7 +8,6 @@ use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::Proc;
@@ -223,24 +222,15 @@ async fn malformed_http_and_header_injection() {
 
 /// Peak and current resident memory of a process, in KiB (Linux).
 fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let field = |name: &str| -> u64 {
         status
             .lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+            .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
     };
     (field("VmHWM:"), field("VmRSS:"))
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A 100 MB body, streamed in 64 KiB chunks, with and without a declared length: refused with
@@ -248,25 +238,8 @@ impl Drop for Killed {
 #[tokio::test]
 async fn hundred_megabyte_body_is_refused_without_buffering_it() {
     const TOTAL: usize = 100 * 1024 * 1024;
-    let sim = support::sim(&["--time-scale", "0.01"]).await;
-    // Spawned here rather than by the harness: the test needs the gateway's pid.
-    let port = support::free_port();
-    let gw = Killed(
-        Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args([
-                "serve",
-                "--port",
-                &port.to_string(),
-                "--worker-urls",
-                &sim.url,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("gateway"),
-    );
-    support::wait_ok(&format!("http://127.0.0.1:{port}/readiness")).await;
-    let pid = gw.0.id();
+    let (_sim, gw) = setup().await;
+    let (port, pid) = (gw.port, gw.pid());
     let (_, baseline) = memory_kib(pid);
     for declared in [true, false] {
         let started = Instant::now();
@@ -305,7 +278,7 @@ async fn hundred_megabyte_body_is_refused_without_buffering_it() {
     // The limit is 32 MiB: reading up to it is expected, holding 100 MB is not.
     assert!(grew_mib < 80, "gateway memory grew by {grew_mib} MiB");
     let health = support::client()
-        .get(format!("http://127.0.0.1:{port}/health"))
+        .get(format!("{}/health", gw.url))
         .send()
         .await
         .expect("health");
