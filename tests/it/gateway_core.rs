@@ -267,51 +267,6 @@ async fn tools_requests_go_to_the_workers_openai_route() {
     assert!(v["choices"][0].get("matched_stop").is_some(), "{v}");
 }
 
-#[tokio::test]
-async fn models_and_info_routes() {
-    let sim = support::sim(&[]).await;
-    let gw = support::gateway(&[&sim], &[]).await;
-    let c = support::client();
-    let v: Value = c
-        .get(format!("{}/v1/models", gw.url))
-        .send()
-        .await
-        .expect("models")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(v["data"][0]["id"], MODEL);
-    for path in [
-        "/server_info",
-        "/get_server_info",
-        "/model_info",
-        "/get_model_info",
-        "/health",
-        "/readiness",
-    ] {
-        let r = c
-            .get(format!("{}{path}", gw.url))
-            .send()
-            .await
-            .expect("get");
-        assert_eq!(r.status().as_u16(), 200, "{path}");
-    }
-}
-
-#[tokio::test]
-async fn readiness_is_503_without_healthy_workers() {
-    let gw = support::gateway(&[], &[]).await;
-    let r = support::client()
-        .get(format!("{}/readiness", gw.url))
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status().as_u16(), 503);
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}]});
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-    assert_eq!(r.status().as_u16(), 503);
-}
-
 /// Workers started with `--skip-tokenizer-init` send ids only: the gateway detokenizes,
 /// applies stop strings itself, and aborts the worker's now unwanted generation.
 #[tokio::test]

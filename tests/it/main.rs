@@ -4,14 +4,14 @@
 //!
 //! Run one module with a filter: `cargo test --test it reliability::`.
 
+mod in_process;
 mod support;
 
 mod admission;
-mod bad_input;
 mod config_file;
 mod discovery;
 mod gateway_core;
-mod hostile_input;
+pub mod hostile_input;
 mod python_clients;
 mod real_engine;
 mod reliability;
