@@ -87,6 +87,8 @@ async fn streams_hold_slots_until_their_body_ends_then_queue_then_429() {
             .expect("queued send");
         (r.status().as_u16(), started.elapsed())
     });
+    // An absence has nothing to poll for: a request that did not wait would be answered
+    // well within these 300 ms.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!queued.is_finished(), "the third request did not wait");
 

@@ -37,8 +37,8 @@ async fn worker_urls(gw: &str) -> BTreeSet<String> {
         .expect("json");
     v["workers"]
         .as_array()
-        .into_iter()
-        .flatten()
+        .unwrap_or_else(|| panic!("no workers list in {v}"))
+        .iter()
         .filter_map(|w| w["url"].as_str().map(str::to_owned))
         .collect()
 }

@@ -235,22 +235,15 @@ async fn metrics_match_the_requests_made() {
         "switchboard_e2e_request_latency_seconds_sum{endpoint=\"chat\"",
     );
     assert!(
-        e2e_sum <= client_total,
-        "gateway E2E {e2e_sum} > client-measured {client_total}"
-    );
-    assert!(
-        e2e_sum >= 0.5 * client_total,
-        "gateway E2E {e2e_sum} far below client-measured {client_total}"
+        e2e_sum > 0.0 && e2e_sum <= client_total,
+        "gateway E2E {e2e_sum}, client-measured {client_total}"
     );
     assert_eq!(
         support::metric_sum(&text, "switchboard_completion_tokens_total"),
         completion_tokens as f64
     );
     assert_eq!(support::metric_sum(&text, "switchboard_requests_total{endpoint=\"chat\",model=\"smollm2-135m-instruct\",status=\"200\"}"), n as f64);
-    assert_eq!(
-        support::metric_sum(&text, "switchboard_worker_in_flight_requests"),
-        0.0
-    );
+    assert_eq!(support::gateway_in_flight(&gw.url).await, 0.0);
 }
 
 /// Features the gateway does not implement itself reach the worker's own OpenAI route.

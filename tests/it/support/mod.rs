@@ -246,6 +246,18 @@ pub async fn metrics_text(url: &str) -> String {
         .expect("metrics text")
 }
 
+/// The gateway's in-flight requests summed over its workers. A missing gauge is a failure,
+/// not a zero (else "back to 0" would hold for a renamed metric).
+pub async fn gateway_in_flight(gw_url: &str) -> f64 {
+    const GAUGE: &str = "switchboard_worker_in_flight_requests";
+    let text = metrics_text(gw_url).await;
+    assert!(
+        text.lines().any(|l| l.starts_with(&format!("{GAUGE}{{"))),
+        "no {GAUGE} in {gw_url}/metrics:\n{text}"
+    );
+    metric_sum(&text, GAUGE)
+}
+
 /// Sum of a simulator metric over all its labels.
 pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
     metric_sum(&metrics_text(sim_url).await, name)
@@ -261,8 +273,12 @@ pub async fn sim_busy(sim_url: &str) -> u64 {
         .json()
         .await
         .expect("loads json");
-    let load = &v["loads"][0];
-    load["num_running_reqs"].as_u64().unwrap_or(0) + load["num_waiting_reqs"].as_u64().unwrap_or(0)
+    let count = |field: &str| {
+        v["loads"][0][field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} in {sim_url}/v1/loads: {v}"))
+    };
+    count("num_running_reqs") + count("num_waiting_reqs")
 }
 
 /// Waits until a simulator has received `/abort_request` and has nothing running or waiting.
