@@ -118,7 +118,7 @@ async fn removing_and_adding_workers_under_load_fails_nothing() {
 async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
     let a = support::sim(&["--decode-base-us", "20000"]).await;
     let mut b = support::sim(&["--decode-base-us", "20000"]).await;
-    // No migration here: this checks the error path (tests/reliability.rs covers migration).
+    // No migration here: this checks the error path (the reliability tests cover migration).
     let gw = support::gateway(
         &[&a, &b],
         &["--policy", "round_robin", "--migration-limit", "0"],

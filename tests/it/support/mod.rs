@@ -1,6 +1,5 @@
 //! Test harness: real `switchboard` processes (simulated workers and the gateway) on
 //! 127.0.0.1, killed when dropped; every wait is bounded.
-#![allow(dead_code)]
 
 pub mod fake_kube;
 pub mod llama;
