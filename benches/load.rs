@@ -9,6 +9,7 @@
 //! Each phase gets fresh sims (so the direct phase cannot warm the gateway phase's prefix
 //! caches), a warm-up, then a measurement window: requests finishing inside it are counted,
 //! CPU comes from /proc/PID/stat utime+stime over the window, RSS from /proc/PID/status.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
 #[path = "load/client.rs"]
 mod client;

@@ -1,6 +1,7 @@
 //! `Engine::step()` with 256 running requests and zero timing: emitted
 //! tokens per second of CPU time. Finished requests are replaced at once, so
 //! the figure includes the occasional prefill step and cache inserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;

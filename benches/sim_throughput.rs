@@ -13,6 +13,7 @@
 //! chunk, so tokens/chunk > 1 means the chunk rate, not the engine, is the limit.
 //!
 //! `cargo bench --bench sim_throughput`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
 // Shared with the load bench, which uses all of it; this bench needs no gateway or RSS.
 #[allow(dead_code)]

@@ -1,6 +1,7 @@
 //! `cargo bench --bench tokenize`: chat templating + encoding at three prompt sizes on
 //! Qwen2.5 (from the tokenizer's piece cache and from a fresh one), a multi-turn follow-up, and
 //! the per-token cost of streaming detokenization.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use serde_json::json;

@@ -23,6 +23,10 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), model = %gw.state.model.name, piece_cuts = gw.state.model.tokenizer.piece_cuts(), "switchboard listening");
+    // Printed before the main address: whoever waits for that line (tests) has both.
+    if let Some(metrics) = gw.metrics_addr {
+        println!("switchboard metrics listening on http://{metrics}");
+    }
     println!("switchboard listening on http://{}", gw.addr);
     let grace =
         std::time::Duration::from_secs(gw.state.config.reliability.shutdown_grace_period_secs);

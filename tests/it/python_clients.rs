@@ -3,9 +3,9 @@
 //! (tests/python/bench_serving.py). The python comes from `SWITCHBOARD_PYTHON`, made by
 //! `.ci/python-env.sh`:
 //!
-//! `SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test python_clients`
+//! `SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test it python_clients::`
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 

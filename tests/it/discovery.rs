@@ -2,15 +2,15 @@
 //! become workers only while Ready, leave on NotReady, termination, deletion or relabelling, a
 //! lost event heals on the next re-list, and requests keep flowing while pods churn.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::support::fake_kube::{pod, FakeKube};
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::fake_kube::{pod, FakeKube};
-use support::{Proc, MODEL};
 
 async fn gateway(kube: &FakeKube, extra: &[&str]) -> Proc {
     let mut args = vec![
@@ -37,8 +37,8 @@ async fn worker_urls(gw: &str) -> BTreeSet<String> {
         .expect("json");
     v["workers"]
         .as_array()
-        .into_iter()
-        .flatten()
+        .unwrap_or_else(|| panic!("no workers list in {v}"))
+        .iter()
         .filter_map(|w| w["url"].as_str().map(str::to_owned))
         .collect()
 }

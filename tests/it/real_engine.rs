@@ -6,7 +6,7 @@
 //! ```sh
 //! out=$(bash .ci/llama-server.sh)
 //! SWITCHBOARD_LLAMA_SERVER=$(echo "$out" | tail -2 | head -1) SWITCHBOARD_LLAMA_MODEL=$(echo "$out" | tail -1) \
-//! SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test real_engine
+//! SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test it real_engine::
 //! ```
 //!
 //! llama.cpp has `/health` but no `/v1/loads`, `/generate` or `/abort_request`, so these tests
@@ -14,13 +14,13 @@
 //! generation by closing the upstream connection. The tests share 2 CPU cores with everything
 //! else, so they run one at a time (`SERIAL`) and keep generations short.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::support::llama::{stack, TOKENIZER};
 use serde_json::{json, Value};
-use support::llama::{stack, TOKENIZER};
 use tokio::io::AsyncWriteExt;
 
 const MODEL: &str = support::MODEL;
@@ -29,14 +29,6 @@ const BENCH_PROMPTS: usize = 48;
 
 /// Two llama-servers and a gateway per test would fight over 2 cores; one test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The gateway's in-flight requests summed over its workers.
-async fn gateway_in_flight(gw: &str) -> f64 {
-    support::metric_sum(
-        &support::metrics_text(gw).await,
-        "switchboard_worker_in_flight_requests",
-    )
-}
 
 /// A streamed chat request that runs long unless stopped (`ignore_eos`, llama.cpp's field).
 fn long_chat(max_tokens: u32) -> Value {
@@ -128,7 +120,7 @@ async fn bench_serving_through_gateway() {
         );
     }
     support::eventually("gateway in-flight back to 0 after bench", || async {
-        gateway_in_flight(&s.gw.url).await == 0.0
+        support::gateway_in_flight(&s.gw.url).await == 0.0
     })
     .await;
 }
@@ -181,7 +173,7 @@ async fn client_disconnect_stops_the_engine() {
         hung_up.elapsed()
     );
     support::eventually("gateway in-flight back to 0", || async {
-        gateway_in_flight(&s.gw.url).await == 0.0
+        support::gateway_in_flight(&s.gw.url).await == 0.0
     })
     .await;
 
@@ -208,11 +200,11 @@ async fn client_disconnect_stops_the_engine() {
         busy().await == 1.0
     })
     .await;
-    assert_eq!(gateway_in_flight(&s.gw.url).await, 1.0);
+    assert_eq!(support::gateway_in_flight(&s.gw.url).await, 1.0);
     drop(sock);
     support::eventually(
         "gateway in-flight back to 0 after a non-streaming client left",
-        || async { gateway_in_flight(&s.gw.url).await == 0.0 },
+        || async { support::gateway_in_flight(&s.gw.url).await == 0.0 },
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -363,7 +355,7 @@ async fn engine_killed_mid_run() {
         assert!(t.elapsed() < Duration::from_secs(30), "request {i} slow");
     }
     support::eventually("gateway in-flight back to 0", || async {
-        gateway_in_flight(&s.gw.url).await == 0.0
+        support::gateway_in_flight(&s.gw.url).await == 0.0
     })
     .await;
     support::eventually("dead engine marked unhealthy", || async {

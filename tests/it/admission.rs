@@ -1,12 +1,12 @@
 //! Admission control (`--max-concurrent-requests`, `--queue-size`, `--queue-timeout-secs`,
 //! `--rate-limit-per-key`) against real processes: slow simulated streams fill the slots.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::{Proc, MODEL};
 
 /// A worker whose every decode step takes 20 ms, so a 100-token stream lasts about 2 s.
 async fn slow_sim() -> Proc {
@@ -87,6 +87,8 @@ async fn streams_hold_slots_until_their_body_ends_then_queue_then_429() {
             .expect("queued send");
         (r.status().as_u16(), started.elapsed())
     });
+    // An absence has nothing to poll for: a request that did not wait would be answered
+    // well within these 300 ms.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!queued.is_finished(), "the third request did not wait");
 

@@ -1,6 +1,10 @@
 //! The hostile-input corpus: one entry per case, with the exact status the gateway must give.
 //! 4xx answers must carry the OpenAI error shape; 200 is expected only where the input is
-//! actually valid (or is forwarded to the worker's own route, which accepts it).
+//! actually valid (or is forwarded to the worker's own route, which accepts it). The gateway's
+//! own refusals are checked in process (`in_process::hostile_input`); whatever a worker answers
+//! needs a real one (`hostile_input`).
+
+use serde_json::Value;
 
 pub const MODEL: &str = "smollm2-135m-instruct";
 const CHAT: &str = "/v1/chat/completions";
@@ -14,6 +18,8 @@ pub struct Case {
     pub content_type: Option<&'static str>,
     pub body: Vec<u8>,
     pub expect: u16,
+    /// The request passes the gateway's checks and the answer is the worker's.
+    pub worker_answers: bool,
 }
 
 fn raw(name: &'static str, path: &'static str, body: impl Into<Vec<u8>>, expect: u16) -> Case {
@@ -23,7 +29,14 @@ fn raw(name: &'static str, path: &'static str, body: impl Into<Vec<u8>>, expect:
         content_type: JSON,
         body: body.into(),
         expect,
+        worker_answers: expect == 200,
     }
+}
+
+/// A refusal that comes from the worker: the gateway forwards the body as it is.
+fn by_worker(mut case: Case) -> Case {
+    case.worker_answers = true;
+    case
 }
 
 /// A valid chat request (one user message) plus `extra` top-level fields (starting with `,`).
@@ -194,21 +207,48 @@ pub fn all() -> Vec<Case> {
         comp("prompt_object", r#","prompt":{"text":"a"}"#, 400),
         comp("prompt_valid_ids", r#","prompt":[1,2,3]"#, 200),
         // Forwarded to the worker's route; the simulator does not do batches (400, its words).
-        comp("prompt_text_batch", r#","prompt":["a","b"]"#, 400),
+        by_worker(comp("prompt_text_batch", r#","prompt":["a","b"]"#, 400)),
         comp("prompt_echo_logprobs", r#","prompt":"hi","echo":true,"logprobs":3"#, 200),
-        // --- /generate ---
-        generate("generate_text_and_input_ids", r#""text":"hi","input_ids":[1,2]"#, 400),
+        // --- /generate: the passthrough checks only the token ids; the worker refuses the rest ---
+        by_worker(generate("generate_text_and_input_ids", r#""text":"hi","input_ids":[1,2]"#, 400)),
         generate("generate_neither_text_nor_ids", r#""rid":"x""#, 400),
-        generate("generate_text_null", r#""text":null"#, 400),
+        by_worker(generate("generate_text_null", r#""text":null"#, 400)),
         generate("generate_negative_ids", r#""input_ids":[1,-5]"#, 400),
         generate("generate_ids_beyond_vocab", r#""input_ids":[1,999999999]"#, 400),
         generate("generate_ids_string", r#""input_ids":"abc""#, 400),
-        generate("generate_text_number", r#""text":5"#, 400),
-        generate("generate_batch_texts", r#""text":["a","b"]"#, 400),
-        generate("generate_batch_ids", r#""input_ids":[[1,2],[3]]"#, 400),
+        by_worker(generate("generate_text_number", r#""text":5"#, 400)),
+        by_worker(generate("generate_batch_texts", r#""text":["a","b"]"#, 400)),
+        by_worker(generate("generate_batch_ids", r#""input_ids":[[1,2],[3]]"#, 400)),
         generate("generate_empty_ids", r#""input_ids":[]"#, 400),
-        raw("generate_sampling_garbage", GEN, r#"{"text":"hi","sampling_params":"x"}"#, 400),
+        by_worker(raw("generate_sampling_garbage", GEN, r#"{"text":"hi","sampling_params":"x"}"#, 400)),
         generate("generate_valid_text", r#""text":"hi""#, 200),
         raw("generate_body_list", GEN, "[1,2,3]", 400),
     ]
+}
+
+/// What is wrong with this answer to a case expecting `expect`, if anything.
+pub fn check_answer(expect: u16, status: u16, body: &[u8]) -> Option<String> {
+    if status != expect {
+        let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+        return Some(format!("status {status}, expected {expect}: {text}"));
+    }
+    let v: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("body is not JSON ({e})")),
+    };
+    if status == 200 {
+        let answered = v.get("choices").is_some() || v.get("text").is_some();
+        return (!answered).then(|| format!("200 without choices or text: {v}"));
+    }
+    let Some(err) = v.get("error").and_then(Value::as_object) else {
+        return Some(format!("no error object: {v}"));
+    };
+    let shaped = err
+        .get("message")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.is_empty())
+        && err.get("type").and_then(Value::as_str).is_some()
+        && err.contains_key("param")
+        && err.contains_key("code");
+    (!shaped).then(|| format!("not the OpenAI error shape: {v}"))
 }

@@ -1,12 +1,12 @@
 //! The gateway core end to end against simulated workers: token ids sent upstream, client
 //! disconnects, metrics.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::MODEL;
 use serde_json::{json, Value};
-use support::MODEL;
 
 /// Acceptance: the ids a worker receives equal HF tokenizer + chat template (golden files).
 async fn golden_ids_reach_the_worker(tokenizer: &str) {
@@ -235,22 +235,15 @@ async fn metrics_match_the_requests_made() {
         "switchboard_e2e_request_latency_seconds_sum{endpoint=\"chat\"",
     );
     assert!(
-        e2e_sum <= client_total,
-        "gateway E2E {e2e_sum} > client-measured {client_total}"
-    );
-    assert!(
-        e2e_sum >= 0.5 * client_total,
-        "gateway E2E {e2e_sum} far below client-measured {client_total}"
+        e2e_sum > 0.0 && e2e_sum <= client_total,
+        "gateway E2E {e2e_sum}, client-measured {client_total}"
     );
     assert_eq!(
         support::metric_sum(&text, "switchboard_completion_tokens_total"),
         completion_tokens as f64
     );
     assert_eq!(support::metric_sum(&text, "switchboard_requests_total{endpoint=\"chat\",model=\"smollm2-135m-instruct\",status=\"200\"}"), n as f64);
-    assert_eq!(
-        support::metric_sum(&text, "switchboard_worker_in_flight_requests"),
-        0.0
-    );
+    assert_eq!(support::gateway_in_flight(&gw.url).await, 0.0);
 }
 
 /// Features the gateway does not implement itself reach the worker's own OpenAI route.
@@ -265,51 +258,6 @@ async fn tools_requests_go_to_the_workers_openai_route() {
     let v: Value = r.json().await.expect("json");
     // The simulator's own OpenAI route answers with SGLang's fields (e.g. `matched_stop`).
     assert!(v["choices"][0].get("matched_stop").is_some(), "{v}");
-}
-
-#[tokio::test]
-async fn models_and_info_routes() {
-    let sim = support::sim(&[]).await;
-    let gw = support::gateway(&[&sim], &[]).await;
-    let c = support::client();
-    let v: Value = c
-        .get(format!("{}/v1/models", gw.url))
-        .send()
-        .await
-        .expect("models")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(v["data"][0]["id"], MODEL);
-    for path in [
-        "/server_info",
-        "/get_server_info",
-        "/model_info",
-        "/get_model_info",
-        "/health",
-        "/readiness",
-    ] {
-        let r = c
-            .get(format!("{}{path}", gw.url))
-            .send()
-            .await
-            .expect("get");
-        assert_eq!(r.status().as_u16(), 200, "{path}");
-    }
-}
-
-#[tokio::test]
-async fn readiness_is_503_without_healthy_workers() {
-    let gw = support::gateway(&[], &[]).await;
-    let r = support::client()
-        .get(format!("{}/readiness", gw.url))
-        .send()
-        .await
-        .expect("get");
-    assert_eq!(r.status().as_u16(), 503);
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"hi"}]});
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-    assert_eq!(r.status().as_u16(), 503);
 }
 
 /// Workers started with `--skip-tokenizer-init` send ids only: the gateway detokenizes,
@@ -364,18 +312,11 @@ async fn ids_only_workers_are_detokenized_with_stop_strings() {
 #[tokio::test]
 async fn separate_metrics_listener_and_json_logs() {
     let sim = support::sim(&[]).await;
-    let mport = support::free_port().to_string();
-    let gw = support::gateway(&[&sim], &["--prometheus-port", &mport, "--log-json"]).await;
-    let text = support::client()
-        .get(format!("http://127.0.0.1:{mport}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let gw = support::gateway(&[&sim], &["--prometheus-port", "0", "--log-json"]).await;
+    let metrics_url = gw.metrics_url.as_deref().expect("metrics listener address");
+    assert_ne!(metrics_url, gw.url);
+    let text = support::metrics_text(metrics_url).await;
     assert!(text.contains("switchboard_worker_healthy"), "{text}");
-    drop(gw);
 }
 
 /// The tokenizer's piece cache reports what it holds: its start-up self-check, then the new

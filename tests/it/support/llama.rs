@@ -1,5 +1,5 @@
 //! Two llama.cpp `llama-server`s and the gateway (`--backend openai`) in front of them, for
-//! `tests/real_engine.rs`.
+//! the `real_engine` tests.
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
@@ -34,6 +34,16 @@ pub fn engine() -> Option<(String, String)> {
     }
 }
 
+/// A port that was free a moment ago. llama-server is the one process here that cannot be told
+/// port 0 and asked which port it got (the harness cannot verify that the vendored build reports
+/// it), so it alone keeps this race.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
 /// One `llama-server` process, killed when dropped.
 pub struct Llama {
     child: Option<Child>,
@@ -42,7 +52,7 @@ pub struct Llama {
 
 impl Llama {
     pub async fn start(server: &str, model: &str) -> Llama {
-        let port = super::free_port();
+        let port = free_port();
         let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
         let out = || {
             if quiet {

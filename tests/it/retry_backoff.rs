@@ -1,13 +1,13 @@
 //! Every path retries through one loop: after a worker refuses (503 before any byte), the next
 //! worker is tried only after a backoff, on the forwarding path as on the token-id path.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+
+use crate::support;
 
 type Arrivals = Arc<Mutex<Vec<Instant>>>;
 

@@ -1,6 +1,6 @@
 //! The simulated SGLang worker over HTTP: wire shapes, prefix cache, load reporting, faults.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -10,19 +10,10 @@ async fn post(url: &str, body: &Value) -> reqwest::Response {
     support::post(url, body).await
 }
 
-/// Time to the first SSE chunk of a streamed `/generate`.
-async fn ttft(sim: &str, input_ids: &[u32]) -> Duration {
-    let body = json!({"input_ids": input_ids, "sampling_params": {"max_new_tokens": 2, "ignore_eos": true}, "stream": true});
-    let t = Instant::now();
-    let mut r = post(&format!("{sim}/generate"), &body).await;
-    r.chunk().await.expect("chunk").expect("first chunk");
-    let first = t.elapsed();
-    while r.chunk().await.expect("chunk").is_some() {}
-    first
-}
-
+/// A prefix seen once is cached: the worker reports it in `cached_tokens`. (How much that
+/// cuts time to first token is for a benchmark to show, not for a test to assert.)
 #[tokio::test]
-async fn warm_prefix_cuts_ttft_at_least_5x() {
+async fn warm_prefix_is_reported_as_cached() {
     let sim = support::sim(&["--context-length", "8192"]).await;
     let prefix: Vec<u32> = (0..2048).map(|i| 1000 + (i * 7) % 5000).collect();
     let with_question = |q: u32| -> Vec<u32> {
@@ -32,22 +23,18 @@ async fn warm_prefix_cuts_ttft_at_least_5x() {
             .chain((0..128).map(|i| 20 + q + i))
             .collect()
     };
-    let cold = ttft(&sim.url, &with_question(0)).await;
-    let warm = ttft(&sim.url, &with_question(500)).await;
-    assert!(cold >= warm * 5, "cold {cold:?} vs warm {warm:?}");
-    // The worker says so too.
-    let body = json!({"input_ids": with_question(900), "sampling_params": {"max_new_tokens": 1}});
-    let v: Value = post(&format!("{}/generate", sim.url), &body)
-        .await
-        .json()
-        .await
-        .expect("json");
-    assert!(
-        v["meta_info"]["cached_tokens"]
-            .as_u64()
-            .expect("cached_tokens")
-            >= 2048
-    );
+    let generate = |q: u32| {
+        let body = json!({"input_ids": with_question(q), "sampling_params": {"max_new_tokens": 1}});
+        let url = format!("{}/generate", sim.url);
+        async move {
+            let v: Value = post(&url, &body).await.json().await.expect("json");
+            v["meta_info"]["cached_tokens"]
+                .as_u64()
+                .expect("cached_tokens")
+        }
+    };
+    assert_eq!(generate(0).await, 0, "a cold prompt has nothing cached");
+    assert!(generate(900).await >= 2048);
 }
 
 #[tokio::test]
@@ -193,8 +180,10 @@ async fn fault_knobs_change_at_run_time() {
         &json!({"flap_health_secs": 0.2}),
     )
     .await;
+    // Sampled until both answers were seen (~0.2 s each way), for at most 5 s.
     let mut seen = std::collections::HashSet::new();
-    for _ in 0..30 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.len() < 2 && Instant::now() < deadline {
         seen.insert(
             support::client()
                 .get(format!("{}/health", sim.url))

@@ -1,6 +1,9 @@
-//! `config/switchboard.toml` documents every setting and is itself a valid configuration.
+//! `config/switchboard.toml` documents every setting, with the built-in defaults as its values,
+//! and is itself a valid configuration.
 
-mod support;
+use switchboard::config::ServeConfig;
+
+use crate::support;
 
 #[test]
 fn documented_config_file_parses_and_covers_every_flag() {
@@ -32,6 +35,31 @@ fn documented_config_file_parses_and_covers_every_flag() {
             "config/switchboard.toml does not document `{key}`"
         );
     }
+}
+
+/// The file says "Values shown are the defaults": read, it gives exactly the settings of an
+/// empty command line.
+#[test]
+fn documented_values_are_the_defaults() {
+    let path = support::repo_path("config/switchboard.toml");
+    let mut from_file = ServeConfig::from_args(["--config", &path]).expect("the file parses");
+    from_file.config = None;
+    let defaults = ServeConfig::from_args(Vec::<String>::new()).expect("defaults");
+    // Every setting is in the Debug rendering; the lines that differ name the settings.
+    let (file, default) = (format!("{from_file:#?}"), format!("{defaults:#?}"));
+    let only_in = |a: &str, b: &str| -> Vec<String> {
+        let b: Vec<&str> = b.lines().collect();
+        a.lines()
+            .filter(|l| !b.contains(l))
+            .map(|l| l.trim().to_owned())
+            .collect()
+    };
+    assert!(
+        file == default,
+        "config/switchboard.toml differs from the defaults: file {:?}, default {:?}",
+        only_in(&file, &default),
+        only_in(&default, &file)
+    );
 }
 
 #[tokio::test]

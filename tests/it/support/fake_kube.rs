@@ -31,7 +31,6 @@ struct Inner {
 }
 
 pub struct FakeKube {
-    pub url: String,
     inner: Arc<Mutex<Inner>>,
     tx: broadcast::Sender<Msg>,
     task: tokio::task::JoinHandle<()>,
@@ -74,7 +73,6 @@ impl FakeKube {
         )
         .expect("write kubeconfig");
         FakeKube {
-            url,
             inner,
             tx,
             task,

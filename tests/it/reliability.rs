@@ -2,12 +2,12 @@
 //! way; the client must see either a complete answer or a clear error, no generation may run
 //! twice, and load must return to zero.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
-use support::{Proc, MODEL};
 
 async fn set_faults(sim: &Proc, faults: Value) {
     let r = support::client()
@@ -28,15 +28,8 @@ async fn sim_requests(sim: &Proc) -> f64 {
 
 /// The gateway's in-flight gauges are all back to zero.
 async fn gateway_idle(gw: &Proc) {
-    let url = gw.url.clone();
-    support::eventually("gateway in-flight back to 0", || {
-        let url = url.clone();
-        async move {
-            support::metric_sum(
-                &support::metrics_text(&url).await,
-                "switchboard_worker_in_flight_requests",
-            ) == 0.0
-        }
+    support::eventually("gateway in-flight back to 0", || async {
+        support::gateway_in_flight(&gw.url).await == 0.0
     })
     .await;
 }
@@ -136,7 +129,6 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
     // Every generation that starts on `a` dies after 5 tokens and must continue on `b`.
     set_faults(&a, json!({"die_after_tokens": 5})).await;
     let tok = switchboard::bundled::tokenizer().expect("tokenizer");
-    let mut migrated = 0;
     for i in 0..4 {
         let (status, content, usage, done, error) =
             stream_chat(&gw, &chat_body(&format!("m{i}"), 20, true)).await;
@@ -150,9 +142,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
             20,
             "request {i}: {content:?}"
         );
-        migrated += 1;
     }
-    assert_eq!(migrated, 4);
     let m = support::metrics_text(&gw.url).await;
     let continued = support::metric_sum(&m, "switchboard_migrations_total{outcome=\"continued\"}");
     assert!(continued >= 1.0);
@@ -311,13 +301,19 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         .status()
         .expect("kill");
     assert!(status.success());
-    // Readiness flips at once (the listener may already be closed: either way, not ready).
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let ready = support::client()
-        .get(format!("{}/readiness", gw.url))
-        .send()
-        .await;
-    assert!(ready.map(|r| r.status().as_u16() == 503).unwrap_or(true));
+    // Not ready any more: readiness answers 503, or (what happens today) the listener is closed
+    // and the connection refused. A 200, a hang or any other error is not "not ready".
+    let readiness = format!("{}/readiness", gw.url);
+    support::eventually(
+        "readiness 503 or connection refused after SIGTERM",
+        || async {
+            match support::client().get(&readiness).send().await {
+                Ok(r) => r.status().as_u16() == 503,
+                Err(e) => e.is_connect(),
+            }
+        },
+    )
+    .await;
     let short_text = short.await.expect("short");
     assert!(
         short_text.contains("[DONE]"),

@@ -1,13 +1,12 @@
 //! Test harness: real `switchboard` processes (simulated workers and the gateway) on
 //! 127.0.0.1, killed when dropped; every wait is bounded.
-#![allow(dead_code)]
 
 pub mod fake_kube;
 pub mod llama;
 pub mod python;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MODEL: &str = "smollm2-135m-instruct";
@@ -16,6 +15,8 @@ pub struct Proc {
     child: Child,
     pub url: String,
     pub port: u16,
+    /// The separate metrics listener (`--prometheus-port`), if the process has one.
+    pub metrics_url: Option<String>,
 }
 
 impl Drop for Proc {
@@ -36,38 +37,91 @@ impl Proc {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
-}
-
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{}", env!("CARGO_MANIFEST_DIR"), rel)
 }
 
-fn spawn(args: &[String]) -> Child {
-    spawn_env(args, &[])
-}
+/// What `switchboard serve` and `switchboard sim` print once they listen, then the bound address.
+const SERVE_LISTENING: &str = "switchboard listening on http://";
+const SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on http://";
+const METRICS_LISTENING: &str = "switchboard metrics listening on http://";
 
-fn spawn_env(args: &[String], env: &[(&str, &str)]) -> Child {
-    let quiet = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_none();
-    Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(args)
+/// How long a process may take to print its address.
+const START_LIMIT: Duration = Duration::from_secs(20);
+
+/// Starts `switchboard args…` on port 0 and returns it once it printed its `listening` line,
+/// with the address it got: no port is picked here, so none can be taken in between.
+async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str) -> Proc {
+    let logs = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_some();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(&args)
         .envs(env.iter().copied())
-        .stdout(if quiet {
-            Stdio::null()
-        } else {
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(if logs {
             Stdio::inherit()
-        })
-        .stderr(if quiet {
-            Stdio::null()
         } else {
-            Stdio::inherit()
+            Stdio::null()
         })
         .spawn()
-        .expect("cannot start switchboard")
+        .expect("cannot start switchboard");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut proc = Proc {
+        child,
+        url: String::new(),
+        port: 0,
+        metrics_url: None,
+    };
+    let head = tokio::time::timeout(START_LIMIT, read_stdout(stdout, listening, logs))
+        .await
+        .unwrap_or_else(|_| panic!("switchboard {args:?} did not listen within {START_LIMIT:?}"))
+        .unwrap_or_else(|_| panic!("switchboard {args:?} exited before listening"));
+    let url_after = |prefix: &str| {
+        head.iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|addr| format!("http://{addr}"))
+    };
+    proc.url = url_after(listening).expect("the listening line");
+    proc.port = proc
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {}", proc.url));
+    proc.metrics_url = url_after(METRICS_LISTENING);
+    proc
+}
+
+/// Reads a child's stdout on a thread: the lines up to and including the one starting with
+/// `listening` are handed back; the rest is drained so the child never blocks on a full pipe.
+/// With `SWITCHBOARD_TEST_LOGS` every line is echoed, straight to stdout (libtest captures
+/// `println!` of passing tests).
+fn read_stdout(
+    stdout: ChildStdout,
+    listening: &'static str,
+    echo: bool,
+) -> tokio::sync::oneshot::Receiver<Vec<String>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let echo = |line: &str| {
+            if echo {
+                let _ = writeln!(std::io::stdout(), "{line}");
+            }
+        };
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        let mut head = Vec::new();
+        for line in lines.by_ref() {
+            echo(&line);
+            let done = line.starts_with(listening);
+            head.push(line);
+            if done {
+                let _ = tx.send(head);
+                break;
+            }
+        }
+        lines.for_each(|line| echo(&line));
+    });
+    rx
 }
 
 /// Polls `url` until it answers 200, for at most 20 s.
@@ -92,14 +146,9 @@ pub async fn wait_ok_within(url: &str, limit: Duration) {
 
 /// A simulated SGLang worker with extra flags.
 pub async fn sim(extra: &[&str]) -> Proc {
-    let port = free_port();
-    let mut args = vec!["sim".to_string(), "--port".into(), port.to_string()];
+    let mut args = vec!["sim".to_string(), "--port".into(), "0".into()];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let p = Proc {
-        child: spawn(&args),
-        url: format!("http://127.0.0.1:{port}"),
-        port,
-    };
+    let p = start(args, &[], SIM_LISTENING).await;
     wait_ok(&format!("{}/health", p.url)).await;
     p
 }
@@ -111,8 +160,7 @@ pub async fn gateway(workers: &[&Proc], extra: &[&str]) -> Proc {
 
 /// [`gateway`] with extra environment variables.
 pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]) -> Proc {
-    let port = free_port();
-    let mut args = vec!["serve".to_string(), "--port".into(), port.to_string()];
+    let mut args = vec!["serve".to_string(), "--port".into(), "0".into()];
     if !extra.contains(&"--health-check-interval-secs") {
         args.extend(["--health-check-interval-secs".into(), "1".into()]);
     }
@@ -121,11 +169,7 @@ pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]
         args.push("--worker-urls".into());
         args.extend(workers.iter().map(|w| w.url.clone()));
     }
-    let p = Proc {
-        child: spawn_env(&args, env),
-        url: format!("http://127.0.0.1:{port}"),
-        port,
-    };
+    let p = start(args, env, SERVE_LISTENING).await;
     if workers.is_empty() {
         wait_ok(&format!("{}/health", p.url)).await;
     } else {
@@ -201,6 +245,18 @@ pub async fn metrics_text(url: &str) -> String {
         .expect("metrics text")
 }
 
+/// The gateway's in-flight requests summed over its workers. A missing gauge is a failure,
+/// not a zero (else "back to 0" would hold for a renamed metric).
+pub async fn gateway_in_flight(gw_url: &str) -> f64 {
+    const GAUGE: &str = "switchboard_worker_in_flight_requests";
+    let text = metrics_text(gw_url).await;
+    assert!(
+        text.lines().any(|l| l.starts_with(&format!("{GAUGE}{{"))),
+        "no {GAUGE} in {gw_url}/metrics:\n{text}"
+    );
+    metric_sum(&text, GAUGE)
+}
+
 /// Sum of a simulator metric over all its labels.
 pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
     metric_sum(&metrics_text(sim_url).await, name)
@@ -216,8 +272,12 @@ pub async fn sim_busy(sim_url: &str) -> u64 {
         .json()
         .await
         .expect("loads json");
-    let load = &v["loads"][0];
-    load["num_running_reqs"].as_u64().unwrap_or(0) + load["num_waiting_reqs"].as_u64().unwrap_or(0)
+    let count = |field: &str| {
+        v["loads"][0][field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} in {sim_url}/v1/loads: {v}"))
+    };
+    count("num_running_reqs") + count("num_waiting_reqs")
 }
 
 /// Waits until a simulator has received `/abort_request` and has nothing running or waiting.

@@ -1,0 +1,26 @@
+//! Every integration test, in one binary (one link step instead of one per file), in two tiers:
+//! `in_process` drives the gateway's router directly (no process, no socket); the other modules
+//! run real `switchboard` processes (simulated workers and gateways) on 127.0.0.1.
+//!
+//! Run one module with a filter: `cargo test --test it reliability::`.
+//!
+//! Tests may panic on what they did not expect: `unwrap`/`expect` are allowed here (and only in
+//! test, bench and fuzz crates; see `[lints]` in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod in_process;
+mod support;
+
+mod admission;
+mod config_file;
+mod discovery;
+mod gateway_core;
+pub mod hostile_input;
+mod layering;
+mod python_clients;
+mod real_engine;
+mod reliability;
+mod request_props;
+mod retry_backoff;
+mod simulator;
+mod workers_admin;
