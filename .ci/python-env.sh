@@ -4,7 +4,7 @@
 # requirements.txt and this script, so a changed pin gets a fresh venv and a
 # cached one costs nothing. Progress goes to stderr; the python path is the
 # last line of stdout.
-#   SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test python_clients
+#   SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test it python_clients::
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

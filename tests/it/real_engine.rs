@@ -213,7 +213,7 @@ async fn client_disconnect_stops_the_engine() {
         "non-stream disconnect: engine slots busy 2 s later: {}",
         busy().await
     );
-    // Both departures are client aborts (README: `switchboard_client_aborts_total`, and
+    // Both departures are client aborts (docs/metrics.md: `switchboard_client_aborts_total`, and
     // `switchboard_requests_total{status="499"}`).
     let text = support::metrics_text(&s.gw.url).await;
     let aborts = support::metric_sum(&text, "switchboard_client_aborts_total");
