@@ -265,6 +265,8 @@ pub struct ModelCard<'a> {
     pub created: u64,
     pub owned_by: &'static str,
     pub root: &'a str,
+    /// SGLang's cards carry it (always null for a base model).
+    pub parent: Option<&'a str>,
     pub max_model_len: usize,
 }
 

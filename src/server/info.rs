@@ -29,6 +29,7 @@ pub async fn models(State(app): State<Arc<AppState>>) -> Response {
             created: 0,
             owned_by: "switchboard",
             root: &app.model.name,
+            parent: None,
             max_model_len: app.model.context_length,
         }],
     };

@@ -14,9 +14,9 @@ use serde_json::json;
 
 use super::faults::FaultConfig;
 use super::reply::{bad_request, json};
-use super::shapes::{ModelCard, ModelList};
 use super::state::{unix_now, SimState};
 use super::{generate, openai};
+use crate::protocol::openai::{ModelCard, ModelList};
 
 pub fn router(state: Arc<SimState>) -> Router {
     Router::new()

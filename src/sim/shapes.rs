@@ -118,24 +118,6 @@ impl<'a> ErrorObject<'a> {
     }
 }
 
-/// `GET /v1/models`: the one served model.
-#[derive(Debug, Serialize)]
-pub struct ModelList<'a> {
-    pub object: &'static str,
-    pub data: [ModelCard<'a>; 1],
-}
-
-#[derive(Debug, Serialize)]
-pub struct ModelCard<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub owned_by: &'static str,
-    pub root: &'a str,
-    pub parent: Option<()>,
-    pub max_model_len: usize,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
