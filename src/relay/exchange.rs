@@ -22,6 +22,9 @@ pub struct Leg {
     /// Armed while the worker may be generating for us; `None` for workers that cannot abort by
     /// rid (OpenAI-compatible ones stop when the connection closes).
     pub abort: Option<AbortOnDrop>,
+    /// Its failure was already told to the breaker and the metrics (a failed migration must not
+    /// count the dead worker twice).
+    blamed: bool,
 }
 
 impl Leg {
@@ -44,14 +47,18 @@ impl Leg {
                     rid.to_owned(),
                 )
             }),
+            blamed: false,
         }
     }
 
     /// This leg failed: told to the breaker and the metrics. The abort stays armed, so it goes
     /// out when the leg drops.
     pub fn failed(&mut self, e: &UpstreamError, relay: &Relay) {
-        self.guard.outcome(e.fault() == Fault::Worker);
-        relay.metrics.upstream_error(e.metric_label());
+        if !self.blamed {
+            self.blamed = true;
+            self.guard.outcome(e.fault() == Fault::Worker);
+            relay.metrics.upstream_error(e.metric_label());
+        }
     }
 
     /// The attempt failed before any answer: disarm the abort only if the worker provably never
@@ -169,10 +176,14 @@ impl Exchange {
 
     /// `n` new tokens reached the client (or are about to).
     pub fn tokens(&mut self, n: u64) {
-        if n > 0 && !self.timer.has_first_token() {
-            if let Some(leg) = self.leg.as_mut() {
-                leg.guard.prefill_done();
-            }
+        if n == 0 {
+            return;
+        }
+        // Per leg: a continued leg's prompt stops being queued prefill at its own first token.
+        if let Some(leg) = self.leg.as_mut() {
+            leg.guard.prefill_done();
+        }
+        if !self.timer.has_first_token() {
             self.relay.metrics.stage(
                 Stage::UpstreamFirstToken,
                 self.timer.started().elapsed().as_secs_f64(),

@@ -35,6 +35,9 @@ pub struct Generation {
     /// Tokens produced by earlier legs (a migrated leg counts from zero again).
     tokens_before_leg: u32,
     migrations: u32,
+    /// The current leg continues a stream (its prompt holds relayed tokens): its prompt and
+    /// cached counts are not the request's. A restart before the first token is not one.
+    continued: bool,
     tried: Vec<WorkerId>,
 }
 
@@ -92,6 +95,7 @@ impl Generation {
             earlier_ids: Vec::new(),
             tokens_before_leg: 0,
             migrations,
+            continued: false,
             tried,
         })
     }
@@ -140,7 +144,7 @@ impl Generation {
     fn accept(&mut self, mut delta: Delta) -> Delta {
         self.exchange.tokens(u64::from(delta.new_tokens));
         let usage = &mut self.exchange.usage;
-        if self.migrations == 0 {
+        if !self.continued {
             usage.prompt_tokens = u64::from(delta.prompt_tokens);
             usage.cached_tokens = u64::from(delta.cached_tokens);
         }
@@ -204,6 +208,7 @@ impl Generation {
                 self.upstream = upstream;
                 self.earlier_ids = relayed;
                 self.tokens_before_leg = done_tokens;
+                self.continued = true;
                 self.pending = Some(first);
                 relay
                     .metrics

@@ -36,10 +36,12 @@ where
 {
     let relay = Arc::clone(ex.relay());
     let mut retries = 0u32;
+    let mut last: Option<UpstreamError> = None;
     loop {
         let (worker, pick) = match relay.router.pick(&target.route, tried) {
             Ok(p) => p,
-            Err(e) => return Err(e.into()),
+            // Every candidate failed already: what the last one said is the real answer.
+            Err(e) => return Err(last.map_or_else(|| e.into(), GatewayError::from)),
         };
         tried.push(worker.id);
         let mut leg = Leg::book(
@@ -65,6 +67,7 @@ where
                 tracing::info!(rid = target.rid, worker = %worker.url(), error = %e, attempt = retries, "retrying on another worker");
                 // The failed leg drops here: load released, abort sent if the worker may have started.
                 drop(leg);
+                last = Some(e);
                 let wait = relay.reliability.backoff(retries);
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;

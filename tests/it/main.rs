@@ -17,6 +17,7 @@ mod discovery;
 mod gateway_core;
 pub mod hostile_input;
 mod layering;
+mod migration;
 mod python_clients;
 mod real_engine;
 mod reliability;

@@ -92,3 +92,45 @@ async fn a_retry_waits_a_backoff_on_every_path() {
         );
     }
 }
+
+#[tokio::test]
+async fn when_every_worker_refused_the_client_gets_the_workers_answer() {
+    let arrivals: Arrivals = Arc::default();
+    let a = refusing_worker(Arc::clone(&arrivals)).await;
+    let b = refusing_worker(Arc::clone(&arrivals)).await;
+    // More retries allowed than there are workers: the last pick finds no one left to try.
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &a,
+            &b,
+            "--max-retries",
+            "3",
+            "--retry-backoff-ms",
+            "1",
+        ],
+    )
+    .await;
+    support::eventually("both workers healthy", || async {
+        let r = support::client()
+            .get(format!("{}/readiness", gw.url))
+            .send()
+            .await;
+        matches!(r, Ok(r) if r.status().is_success())
+    })
+    .await;
+    let body =
+        serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
+    let r = support::post(format!("{}/generate", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 503);
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(arrivals.lock().expect("arrivals").len(), 2);
+    assert_ne!(v["error"]["code"], "no_worker_available", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("queue is full")),
+        "the workers' own reason: {v}"
+    );
+}

@@ -1,0 +1,126 @@
+//! A generation moved to another worker (its worker died before or during the stream) keeps its
+//! accounting right: the request's prompt counts, the new worker's booked load, the dead
+//! worker's failure counted once.
+
+use serde_json::{json, Value};
+
+use crate::support::{self, Proc, MODEL};
+
+async fn set_faults(sim: &Proc, faults: Value) {
+    let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+/// The gateway's view of its workers (`GET /workers`), in registration order.
+async fn workers(gw: &Proc) -> Vec<Value> {
+    let v: Value = support::client()
+        .get(format!("{}/workers", gw.url))
+        .send()
+        .await
+        .expect("workers")
+        .json()
+        .await
+        .expect("workers json");
+    v["workers"].as_array().cloned().expect("a workers list")
+}
+
+/// Both workers healthy, so round robin sends the first request to the first one.
+async fn both_healthy(gw: &Proc) {
+    support::eventually("both workers healthy", || async {
+        workers(gw).await.iter().all(|w| w["healthy"] == true)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_restart_before_the_first_token_reports_the_prompt() {
+    let dying = support::sim(&["--time-scale", "0.01"]).await;
+    let healthy = support::sim(&["--time-scale", "0.01"]).await;
+    set_faults(&dying, json!({"die_after_tokens": 0})).await;
+    let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
+    both_healthy(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": 4, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "count the prompt"}]});
+    // Round robin: one of the two lands on the dying worker first and is restarted elsewhere.
+    let mut prompts = Vec::new();
+    for _ in 0..2 {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        prompts.push(v["usage"]["prompt_tokens"].as_u64().unwrap_or(0));
+    }
+    let text = support::metrics_text(&gw.url).await;
+    assert!(
+        support::metric_sum(&text, "switchboard_migrations_total") >= 1.0,
+        "one request was restarted on the other worker"
+    );
+    assert!(prompts[0] > 0, "prompt tokens reported: {prompts:?}");
+    assert_eq!(
+        prompts[0], prompts[1],
+        "same prompt, same count: {prompts:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_continued_leg_releases_its_prefill_at_its_first_token() {
+    let dying = support::sim(&["--time-scale", "0.01"]).await;
+    // Slow decode on the continuing worker, so the stream is still running when we look.
+    let slow = support::sim(&["--decode-base-us", "20000"]).await;
+    set_faults(&dying, json!({"die_after_tokens": 3})).await;
+    let gw = support::gateway(&[&dying, &slow], &["--policy", "round_robin"]).await;
+    both_healthy(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": 400, "ignore_eos": true, "stream": true,
+                      "messages": [{"role": "user", "content": "a long answer please"}]});
+    let mut stream = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(stream.status().as_u16(), 200);
+    // Past the dead worker's three tokens: the continuation has produced its own.
+    let mut chunks = 0;
+    while chunks < 12 {
+        match stream.chunk().await {
+            Ok(Some(c)) => chunks += String::from_utf8_lossy(&c).matches("data: ").count(),
+            other => panic!("stream ended early: {other:?}"),
+        }
+    }
+    let now = workers(&gw).await;
+    let continuing = &now[1];
+    assert_eq!(
+        continuing["in_flight"], 1,
+        "the continuation runs on the second worker"
+    );
+    assert_eq!(
+        continuing["pending_prefill_tokens"], 0,
+        "its prompt is no longer queued prefill once it produced tokens: {continuing}"
+    );
+    drop(stream);
+}
+
+#[tokio::test]
+async fn a_failed_migration_counts_the_dead_worker_once() {
+    let a = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&a], &[]).await;
+    set_faults(&a, json!({"die_after_tokens": 3})).await;
+    let body = json!({"model": MODEL, "max_tokens": 20, "ignore_eos": true, "stream": true,
+                      "messages": [{"role": "user", "content": "z"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    let text = r.text().await.unwrap_or_default();
+    assert!(
+        text.contains("\"error\"") && !text.contains("[DONE]"),
+        "{text}"
+    );
+    let metrics = support::metrics_text(&gw.url).await;
+    assert_eq!(
+        support::metric_sum(&metrics, "switchboard_upstream_errors_total"),
+        1.0,
+        "one worker died once"
+    );
+    let failed = support::metric(
+        &metrics,
+        r#"switchboard_migrations_total{outcome="failed"}"#,
+    );
+    assert_eq!(failed, Some(1.0));
+}
