@@ -14,6 +14,7 @@ mod support;
 mod admission;
 mod config_file;
 mod discovery;
+mod ending;
 mod gateway_core;
 pub mod hostile_input;
 mod layering;
