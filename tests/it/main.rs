@@ -20,6 +20,7 @@ mod layering;
 mod python_clients;
 mod real_engine;
 mod reliability;
+mod request_ids;
 mod request_props;
 mod retry_backoff;
 mod simulator;
