@@ -1,28 +1,48 @@
-//! The request id: the client's `x-request-id` when it is sane, else a fresh one. It becomes
-//! the worker's `rid`, so it must be safe to log and to match by prefix.
+//! A request's ids. The worker only ever sees ours: SGLang aborts every request whose rid
+//! *starts with* the one given, so a client-chosen rid (`"a"`, `""`, another client's reused
+//! id) could end other clients' generations. The client's own `x-request-id` is kept for the
+//! logs and echoed back in the response header.
 
 use axum::http::HeaderMap;
 
 const MAX_LEN: usize = 128;
 
-pub fn from_headers(headers: &HeaderMap) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| {
-            !v.is_empty()
-                && v.len() <= MAX_LEN
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-        })
-        .map(str::to_owned)
-        .unwrap_or_else(|| {
-            // The thread-local generator: `new_v4` asks the kernel for every id (a syscall per request).
-            uuid::Builder::from_random_bytes(rand::random())
-                .into_uuid()
-                .simple()
-                .to_string()
-        })
+pub struct RequestId {
+    /// Ours, sent to the worker as `rid`: 32 hex digits, random, so no rid is another's prefix.
+    pub rid: String,
+    /// The client's `x-request-id`, when it is safe to log and echo.
+    pub client: Option<String>,
+}
+
+impl RequestId {
+    pub fn new(headers: &HeaderMap) -> RequestId {
+        // The thread-local generator: `new_v4` asks the kernel for every id (a syscall per request).
+        let rid = uuid::Builder::from_random_bytes(rand::random())
+            .into_uuid()
+            .simple()
+            .to_string();
+        let client = headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| {
+                !v.is_empty()
+                    && v.len() <= MAX_LEN
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+            })
+            .map(str::to_owned);
+        RequestId { rid, client }
+    }
+
+    /// What the `x-request-id` response header carries: the client's own id, else ours.
+    pub fn echo(&self) -> &str {
+        self.client.as_deref().unwrap_or(&self.rid)
+    }
+
+    /// The request's log span: every line logged inside it names both ids.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!("request", rid = %self.rid, client_id = self.client.as_deref())
+    }
 }
 
 #[cfg(test)]
@@ -30,12 +50,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn honours_sane_ids_only() {
+    fn the_worker_rid_is_always_ours_and_the_echo_the_clients_when_sane() {
         let mut h = HeaderMap::new();
         h.insert("x-request-id", "abc-123".parse().unwrap());
-        assert_eq!(from_headers(&h), "abc-123");
+        let id = RequestId::new(&h);
+        assert_eq!(id.echo(), "abc-123");
+        assert_eq!(id.rid.len(), 32);
+        assert!(id.rid.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(RequestId::new(&h).rid, id.rid, "unique per request");
         h.insert("x-request-id", "bad id\twith spaces".parse().unwrap());
-        assert_eq!(from_headers(&h).len(), 32);
-        assert_eq!(from_headers(&HeaderMap::new()).len(), 32);
+        let id = RequestId::new(&h);
+        assert_eq!((id.client.as_deref(), id.echo()), (None, id.rid.as_str()));
+        let id = RequestId::new(&HeaderMap::new());
+        assert_eq!(id.echo(), id.rid);
     }
 }

@@ -22,6 +22,7 @@ mod migration;
 mod python_clients;
 mod real_engine;
 mod reliability;
+mod request_ids;
 mod request_props;
 mod retry_backoff;
 mod simulator;

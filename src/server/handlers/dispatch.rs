@@ -9,6 +9,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 use crate::config::BackendKind;
 use crate::error::GatewayError;
@@ -19,33 +20,37 @@ use crate::relay::generation::Spec;
 use crate::relay::passthrough::{self, Forward};
 use crate::relay::{collect, stream, Generation};
 use crate::routing::session_key;
-use crate::server::{request_id, AppState};
+use crate::server::request_id::RequestId;
+use crate::server::AppState;
 
 pub struct Request<'a> {
     pub headers: &'a HeaderMap,
+    pub id: &'a RequestId,
     pub body: Bytes,
     pub prepared: Prepared,
     pub kind: Kind,
     pub start: Instant,
 }
 
-/// Runs a handler body; an error it returns is counted under `endpoint` and rendered.
-pub async fn respond<F>(app: &AppState, endpoint: Endpoint, fut: F) -> Response
+/// Runs a handler body in the request's log span; an error it returns is counted under
+/// `endpoint` and rendered. Every answer, errors too, carries the `x-request-id` to echo.
+pub async fn respond<F>(app: &AppState, endpoint: Endpoint, id: &RequestId, fut: F) -> Response
 where
     F: Future<Output = Result<Response, GatewayError>>,
 {
-    match fut.await {
+    let resp = match fut.instrument(id.span()).await {
         Ok(resp) => resp,
         Err(e) => {
             app.metrics.request_done(endpoint, e.status().as_u16());
             e.into_response()
         }
-    }
+    };
+    with_request_id(resp, id.echo())
 }
 
 /// Chat and completions: native `/generate` with our token ids, or the worker's own route.
 pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, GatewayError> {
-    let rid = request_id::from_headers(req.headers);
+    let rid = &req.id.rid;
     let endpoint = if req.kind == Kind::Chat {
         Endpoint::Chat
     } else {
@@ -62,7 +67,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         // SGLang workers can abort by rid; OpenAI-compatible ones stop when the connection closes.
         let abortable = app.config.backend == BackendKind::Sglang;
         let body = if abortable {
-            with_rid(&req.body, &rid)
+            with_rid(&req.body, rid)
         } else {
             req.body
         };
@@ -71,13 +76,12 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             body,
             prompt_ids: &p.prompt_ids,
             session_key: session.as_deref(),
-            rid: &rid,
+            rid,
             abortable,
             endpoint,
             start: req.start,
         };
-        let resp = passthrough::forward(&app.relay, forward).await?;
-        return Ok(with_request_id(resp, &rid));
+        return passthrough::forward(&app.relay, forward).await;
     }
     let spec = Spec {
         rid: rid.clone(),
@@ -86,22 +90,21 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         session_key: session,
     };
     let generation = Generation::start(&app.relay, spec, endpoint, req.start).await?;
-    let format = Formatter::new(req.kind, &rid, Arc::clone(&app.model.name));
-    let resp = if p.stream {
+    // Our rid, not the client's: a response id must be unique, and a client may reuse its own.
+    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name));
+    Ok(if p.stream {
         stream::respond(generation, format, p.include_usage)
     } else {
         collect::respond(generation, format).await
-    };
-    Ok(with_request_id(resp, &rid))
+    })
 }
 
-/// Adds `rid` to a JSON object body (so the worker's request can be aborted by it), unless the
-/// client set one.
+/// Sets `rid` in a JSON object body, replacing the client's: the worker's request is aborted by
+/// it, and SGLang aborts by prefix (see [`RequestId`]).
 pub fn with_rid(body: &Bytes, rid: &str) -> Bytes {
     match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body) {
         Ok(mut map) => {
-            map.entry("rid")
-                .or_insert_with(|| serde_json::Value::from(rid));
+            map.insert("rid".into(), serde_json::Value::from(rid));
             serde_json::to_vec(&map)
                 .map(Bytes::from)
                 .unwrap_or_else(|_| body.clone())
@@ -110,9 +113,21 @@ pub fn with_rid(body: &Bytes, rid: &str) -> Bytes {
     }
 }
 
-pub fn with_request_id(mut resp: Response, rid: &str) -> Response {
+fn with_request_id(mut resp: Response, rid: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(rid) {
         resp.headers_mut().insert("x-request-id", v);
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_body_gets_our_rid_even_when_it_has_one() {
+        let body = Bytes::from_static(br#"{"model":"m","rid":"","n":2}"#);
+        let out: serde_json::Value = serde_json::from_slice(&with_rid(&body, "r")).unwrap();
+        assert_eq!(out, serde_json::json!({"model": "m", "rid": "r", "n": 2}));
+    }
 }

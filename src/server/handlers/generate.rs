@@ -15,7 +15,8 @@ use crate::metrics::{Endpoint, Stage};
 use crate::relay::passthrough::{self, Forward};
 use crate::routing::session_key;
 use crate::server::body::{parse, JsonBytes};
-use crate::server::{request_id, AppState};
+use crate::server::request_id::RequestId;
+use crate::server::AppState;
 
 pub async fn generate(
     State(app): State<Arc<AppState>>,
@@ -23,7 +24,8 @@ pub async fn generate(
     JsonBytes(body): JsonBytes,
 ) -> Response {
     let start = Instant::now();
-    dispatch::respond(&app, Endpoint::Generate, async {
+    let id = RequestId::new(&headers);
+    dispatch::respond(&app, Endpoint::Generate, &id, async {
         let mut req: Map<String, Value> = parse(&body)?;
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
@@ -49,14 +51,8 @@ pub async fn generate(
         };
         app.metrics
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        let rid = match req.get("rid").and_then(Value::as_str) {
-            Some(r) => r.to_owned(),
-            None => {
-                let r = request_id::from_headers(&headers);
-                req.insert("rid".into(), Value::from(r.clone()));
-                r
-            }
-        };
+        let rid = worker_rid(&req, &id.rid);
+        req.insert("rid".into(), rid);
         let user = req
             .get("routing_key")
             .and_then(Value::as_str)
@@ -68,15 +64,29 @@ pub async fn generate(
             body: body.into(),
             prompt_ids: &prompt_ids,
             session_key: session_key(&headers, user.as_deref()),
-            rid: &rid,
+            rid: &id.rid,
             abortable: true,
             endpoint: Endpoint::Generate,
             start,
         };
-        let resp = passthrough::forward(&app.relay, forward).await?;
-        Ok(dispatch::with_request_id(resp, &rid))
+        passthrough::forward(&app.relay, forward).await
     })
     .await
+}
+
+/// The `rid` the worker gets in place of whatever the client sent: ours for one prompt; for a
+/// batch (`text` or `input_ids` a list of prompts) a list as long as the batch, as SGLang
+/// requires, each starting with ours so that aborting ours ends them all.
+fn worker_rid(req: &Map<String, Value>, rid: &str) -> Value {
+    let batch = match (req.get("input_ids"), req.get("text")) {
+        (Some(Value::Array(ids)), _) if ids.first().is_some_and(Value::is_array) => Some(ids.len()),
+        (None, Some(Value::Array(texts))) => Some(texts.len()),
+        _ => None,
+    };
+    match batch {
+        Some(n) => (0..n).map(|i| Value::from(format!("{rid}_{i}"))).collect(),
+        None => Value::from(rid),
+    }
 }
 
 /// `input_ids`: a list of ids inside the vocabulary, or a batch of such lists (routed on the
@@ -101,5 +111,30 @@ fn token_ids(v: &Value, vocab: usize) -> Result<Vec<u32>, GatewayError> {
         }
         Value::Array(items) if !items.is_empty() => one(items),
         _ => Err(bad("input_ids must be a non-empty list of token ids".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rid_for(body: Value) -> Value {
+        worker_rid(body.as_object().unwrap(), "r")
+    }
+
+    #[test]
+    fn the_client_rid_never_reaches_the_worker() {
+        assert_eq!(rid_for(json!({"input_ids": [1, 2], "rid": ""})), json!("r"));
+        assert_eq!(rid_for(json!({"text": "hi", "rid": ["a"]})), json!("r"));
+        // SGLang wants one rid per prompt of a batch.
+        assert_eq!(
+            rid_for(json!({"input_ids": [[1], [2]], "rid": "a"})),
+            json!(["r_0", "r_1"])
+        );
+        assert_eq!(
+            rid_for(json!({"text": ["x", "y", "z"], "rid": ["a", "b", "c"]})),
+            json!(["r_0", "r_1", "r_2"])
+        );
     }
 }

@@ -17,6 +17,7 @@ use crate::prepare::Prepared;
 use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSampling};
 use crate::relay::format::Kind;
 use crate::server::body::{parse_request, JsonBytes};
+use crate::server::request_id::RequestId;
 use crate::server::AppState;
 use crate::tokenize::OFF_THREAD_BYTES;
 
@@ -56,7 +57,8 @@ async fn handle<R: WithSampling + Send + 'static>(
     } else {
         Endpoint::Completions
     };
-    dispatch::respond(&app, endpoint, async {
+    let id = RequestId::new(&headers);
+    dispatch::respond(&app, endpoint, &id, async {
         let req: R = parse_request(&body)?;
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
@@ -78,6 +80,7 @@ async fn handle<R: WithSampling + Send + 'static>(
             &app,
             Request {
                 headers: &headers,
+                id: &id,
                 body,
                 prepared,
                 kind,
