@@ -11,6 +11,7 @@ mod rate_limit;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,7 +20,6 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request};
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use clap::Args;
 use hyper::body::{Frame, SizeHint};
@@ -43,11 +43,11 @@ pub struct AdmissionConfig {
     /// Longest wait in the queue before a 429, in seconds (0 = wait until a slot frees).
     #[arg(long, default_value_t = 30)]
     pub queue_timeout_secs: u64,
-    /// Sustained requests per second allowed per API key (the Bearer token, else the client
-    /// address); 0 = no rate limit.
+    /// Sustained requests per second allowed per client address (IPv6: per /64); the Bearer
+    /// token is not the key. 0 = no rate limit.
     #[arg(long, default_value_t = 0.0, value_parser = non_negative_rate)]
     pub rate_limit_per_key: f64,
-    /// Requests a key may send at once before the rate applies. Default: one second's worth
+    /// Requests a client may send at once before the rate applies. Default: one second's worth
     /// (at least 1).
     #[arg(long)]
     pub rate_limit_burst: Option<u32>,
@@ -151,7 +151,7 @@ where
             if let Some(limiter) = &shared.limiter {
                 if let Err(retry_after_secs) = limiter.check(&client_key(&req)) {
                     let e = GatewayError::TooManyRequests {
-                        reason: "rate limit reached for this API key; slow down".into(),
+                        reason: "rate limit reached for this client address; slow down".into(),
                         code: "rate_limit_exceeded",
                         retry_after_secs,
                     };
@@ -254,25 +254,26 @@ fn endpoint(path: &str) -> Option<Endpoint> {
     }
 }
 
-/// Whose bucket a request draws from: its Bearer token, else its peer address when the
-/// server records it (`ConnectInfo`), else one bucket shared by all anonymous clients.
-/// `X-Forwarded-For` is not trusted: any client could pick a fresh bucket per request.
+/// Whose bucket a request draws from: the client's address (`ConnectInfo`), never the Bearer
+/// token. Without `--api-key` nothing validates the token, so a fresh token per request would be
+/// a fresh bucket; with it, every client sends the same one key, so keying by it would make one
+/// global bucket that a single client can drain for everyone. An IPv6 client is keyed by its
+/// /64, which one host usually owns whole. `X-Forwarded-For` is not trusted either (any client
+/// could pick a fresh bucket per request); without a recorded address all share one bucket.
 fn client_key(req: &Request) -> Vec<u8> {
-    let bearer = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes())
-        .and_then(|v| v.strip_prefix(b"Bearer "))
-        .filter(|t| !t.is_empty());
-    if let Some(token) = bearer {
-        return [b"key:".as_slice(), token].concat();
-    }
     match req
         .extensions()
         .get::<ConnectInfo<crate::net::ClientAddr>>()
     {
-        Some(ConnectInfo(crate::net::ClientAddr(addr))) => format!("ip:{}", addr.ip()).into_bytes(),
+        Some(ConnectInfo(crate::net::ClientAddr(addr))) => address_key(addr.ip()),
         None => b"anonymous".to_vec(),
+    }
+}
+
+fn address_key(ip: IpAddr) -> Vec<u8> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets()[..8].to_vec(),
     }
 }
 
@@ -324,6 +325,34 @@ mod tests {
         assert_eq!(c.queue_len(), 12);
         c.queue_size = Some(0);
         assert_eq!(c.queue_len(), 0);
+    }
+
+    fn from(addr: &str, token: &str) -> Request {
+        let addr: std::net::SocketAddr = addr.parse().unwrap();
+        let mut req = Request::new(Body::empty());
+        req.headers_mut().insert(
+            axum::http::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        req.extensions_mut()
+            .insert(ConnectInfo(crate::net::ClientAddr(addr)));
+        req
+    }
+
+    #[test]
+    fn keyed_by_address_not_by_token() {
+        let a = client_key(&from("10.0.0.1:1000", "t1"));
+        assert_eq!(a, client_key(&from("10.0.0.1:2000", "t2")));
+        assert_ne!(a, client_key(&from("10.0.0.2:1000", "t1")));
+        // The same host over IPv4 and v4-mapped IPv6 is one client.
+        assert_eq!(a, client_key(&from("[::ffff:10.0.0.1]:1", "t3")));
+        // One IPv6 /64 is one client; another /64 is another.
+        let v6 = client_key(&from("[2001:db8:0:1::1]:1", "t1"));
+        assert_eq!(v6, client_key(&from("[2001:db8:0:1:ffff::9]:1", "t1")));
+        assert_ne!(v6, client_key(&from("[2001:db8:0:2::1]:1", "t1")));
+        let mut anonymous = from("10.0.0.1:1", "t1");
+        anonymous.extensions_mut().clear();
+        assert_eq!(client_key(&anonymous), b"anonymous");
     }
 
     #[test]

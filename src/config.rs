@@ -168,6 +168,18 @@ impl ServeConfig {
         if self.discovery.service_discovery {
             self.discovery.rules().map_err(ConfigError::Invalid)?;
         }
+        // An empty key would be compared against an empty or missing Bearer token and let every
+        // request in: refuse it rather than guess what was meant.
+        for (flag, key) in [
+            ("--api-key", &self.api_key),
+            ("--admin-api-key", &self.admin_api_key),
+        ] {
+            if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+                return Err(ConfigError::Invalid(format!(
+                    "{flag} is empty: give a key, or leave the setting out"
+                )));
+            }
+        }
         if self.max_body_bytes == 0 {
             return Err(ConfigError::Invalid(
                 "--max-body-bytes must be positive".into(),
@@ -239,6 +251,25 @@ mod tests {
         ));
         std::fs::write(&path, "port = \"x\"\n").unwrap();
         assert!(ServeConfig::from_args(["--config", path.to_str().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn refuses_empty_keys_from_flags_and_file() {
+        for flag in ["--api-key", "--admin-api-key"] {
+            for key in ["", "  "] {
+                let e = ServeConfig::from_args([flag, key]).unwrap_err();
+                assert!(e.to_string().contains(flag), "{e}");
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("sb-config-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        for setting in ["api_key", "admin-api-key"] {
+            std::fs::write(&path, format!("{setting} = \"\"\n")).unwrap();
+            let e = ServeConfig::from_args(["--config", path.to_str().unwrap()]).unwrap_err();
+            assert!(matches!(e, ConfigError::Invalid(_)), "{setting}: {e}");
+        }
+        assert!(ServeConfig::from_args(["--api-key", "k", "--admin-api-key", "a"]).is_ok());
     }
 
     #[test]

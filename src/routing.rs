@@ -107,15 +107,22 @@ pub fn select(
     workers: &[Arc<Worker>],
     exclude: &[WorkerId],
 ) -> Result<(Arc<Worker>, Pick), RouteError> {
-    let healthy: Vec<&Arc<Worker>> = workers
+    let mut healthy: Vec<&Arc<Worker>> = workers
         .iter()
         .filter(|w| w.is_available() && !exclude.contains(&w.id))
         .collect();
-    let pick = policy
-        .pick(req, &healthy)
-        .ok_or(RouteError::NoHealthyWorker)?;
-    let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
-    Ok((Arc::clone(worker), pick))
+    // A half-open breaker admits one probe: a worker whose probe another request claimed since
+    // the filter above is dropped and the policy picks again (each round removes one candidate).
+    loop {
+        let pick = policy
+            .pick(req, &healthy)
+            .ok_or(RouteError::NoHealthyWorker)?;
+        let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
+        if worker.breaker.admit() {
+            return Ok((Arc::clone(worker), pick));
+        }
+        healthy.remove(pick.index);
+    }
 }
 
 #[cfg(test)]
@@ -131,4 +138,27 @@ pub(crate) fn test_workers(n: usize) -> Vec<Arc<Worker>> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    #[test]
+    fn a_half_open_worker_gets_one_request_and_others_take_the_rest() {
+        let ws = test_workers(2);
+        for w in &ws {
+            w.set_healthy(true);
+        }
+        ws[0].breaker.half_open_now();
+        let policy = round_robin::RoundRobin::default();
+        let req = RouteRequest::default();
+        let picked: Vec<WorkerId> = (0..6)
+            .map(|_| select(&policy, &req, &ws, &[]).unwrap().0.id)
+            .collect();
+        let probes = picked.iter().filter(|&&id| id == WorkerId(0)).count();
+        assert_eq!(probes, 1, "{picked:?}");
+        // With only the half-open worker left, the probe's holder is the only one let through.
+        assert!(select(&policy, &req, &ws, &[WorkerId(1)]).is_err());
+    }
 }

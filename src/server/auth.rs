@@ -12,7 +12,11 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use crate::error::GatewayError;
 
+/// An empty key matches nothing (config refuses one; this keeps a hand-built config safe too).
 fn bearer_matches(req: &Request, key: &str) -> bool {
+    if key.is_empty() {
+        return false;
+    }
     let given = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -1,6 +1,10 @@
 //! A per-worker circuit breaker: consecutive failed requests open it (the worker gets no
-//! traffic), after a cool-down it half-opens (the next request is a probe), and one success
-//! closes it again.
+//! traffic), after a cool-down it half-opens and admits one probe request at a time; the probe's
+//! success closes it, its failure opens it again.
+//!
+//! Routing asks [`Breaker::allows`] about every candidate on every pick, so that only looks;
+//! the probe is claimed with [`Breaker::admit`] once a worker is actually picked. All atomics:
+//! this sits on every request's path.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -10,6 +14,9 @@ use std::time::{Duration, Instant};
 pub const FAILURES_TO_OPEN: u32 = 5;
 /// How long an open breaker keeps the worker out before a probe request.
 pub const COOL_DOWN: Duration = Duration::from_secs(10);
+/// A probe that has reported nothing for this long (its client left, say) no longer blocks the
+/// next one.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
@@ -33,6 +40,8 @@ pub struct Breaker {
     failures: AtomicU32,
     /// Milliseconds since [`epoch`] until which the breaker stays open; 0 = closed.
     open_until_ms: AtomicU64,
+    /// Milliseconds since [`epoch`] at which the half-open probe in flight was admitted; 0 = none.
+    probe_since_ms: AtomicU64,
     transitions: AtomicU64,
 }
 
@@ -54,9 +63,34 @@ impl Breaker {
         }
     }
 
-    /// Whether the worker may take a request now (closed, or half-open for a probe).
+    /// Whether the worker may take a request now: closed, or half-open with no probe in flight.
+    /// Only looks; [`Breaker::admit`] claims the probe.
     pub fn allows(&self) -> bool {
-        self.state() != BreakerState::Open
+        match self.state() {
+            BreakerState::Closed => true,
+            BreakerState::Open => false,
+            BreakerState::HalfOpen => {
+                probe_free(self.probe_since_ms.load(Ordering::Acquire), now_ms())
+            }
+        }
+    }
+
+    /// The worker was picked: `true` if it may take the request. When half-open this claims the
+    /// one probe, and `false` means another request holds it (pick another worker).
+    pub fn admit(&self) -> bool {
+        match self.state() {
+            BreakerState::Closed => true,
+            BreakerState::Open => false,
+            BreakerState::HalfOpen => {
+                let (since, now) = (self.probe_since_ms.load(Ordering::Acquire), now_ms());
+                // `max(1)`: 0 means "no probe", and the epoch's first millisecond is a real time.
+                probe_free(since, now)
+                    && self
+                        .probe_since_ms
+                        .compare_exchange(since, now.max(1), Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+            }
+        }
     }
 
     pub fn record_success(&self) {
@@ -64,6 +98,7 @@ impl Breaker {
         if self.open_until_ms.swap(0, Ordering::Relaxed) != 0 {
             self.transitions.fetch_add(1, Ordering::Relaxed);
         }
+        self.probe_since_ms.store(0, Ordering::Release);
     }
 
     pub fn record_failure(&self) {
@@ -74,13 +109,28 @@ impl Breaker {
             if self.open_until_ms.swap(until, Ordering::Relaxed) == 0 {
                 self.transitions.fetch_add(1, Ordering::Relaxed);
             }
+            // Open again: the next probe is due after the new cool-down.
+            self.probe_since_ms.store(0, Ordering::Release);
         }
+    }
+
+    /// Puts the breaker where its cool-down has just ended, for tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn half_open_now(&self) {
+        self.failures.store(FAILURES_TO_OPEN, Ordering::Relaxed);
+        let _ = epoch();
+        std::thread::sleep(Duration::from_millis(2));
+        self.open_until_ms.store(1, Ordering::Relaxed);
     }
 
     /// Times the breaker opened or closed (for the transitions metric).
     pub fn transitions(&self) -> u64 {
         self.transitions.load(Ordering::Relaxed)
     }
+}
+
+fn probe_free(since_ms: u64, now_ms: u64) -> bool {
+    since_ms == 0 || now_ms.saturating_sub(since_ms) >= PROBE_TIMEOUT.as_millis() as u64
 }
 
 #[cfg(test)]
@@ -108,10 +158,53 @@ mod tests {
     #[test]
     fn half_opens_after_the_cool_down() {
         let b = Breaker::default();
-        b.open_until_ms.store(1, Ordering::Relaxed); // a cool-down that has already passed
-        let _ = epoch();
-        std::thread::sleep(Duration::from_millis(2));
+        b.half_open_now();
         assert_eq!(b.state(), BreakerState::HalfOpen);
         assert!(b.allows());
+    }
+
+    #[test]
+    fn half_open_admits_one_probe_until_it_resolves() {
+        let b = Breaker::default();
+        b.half_open_now();
+        // Looking (routing filters every candidate on every pick) does not take the probe.
+        for _ in 0..3 {
+            assert!(b.allows());
+        }
+        assert!(b.admit(), "the first picked request is the probe");
+        assert!(!b.allows(), "no second request while the probe is out");
+        assert!(!b.admit());
+        // The probe fails: open again, for a whole new cool-down.
+        b.record_failure();
+        assert_eq!(b.state(), BreakerState::Open);
+        assert!(!b.admit());
+        // After it, one probe again; its success closes the breaker for everyone.
+        b.half_open_now();
+        assert!(b.admit());
+        assert!(!b.admit());
+        b.record_success();
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert!((0..3).all(|_| b.admit()));
+    }
+
+    #[test]
+    fn concurrent_picks_get_one_probe() {
+        let b = std::sync::Arc::new(Breaker::default());
+        b.half_open_now();
+        let admitted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| (0..100).filter(|_| b.admit()).count()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        assert_eq!(admitted, 1);
+    }
+
+    #[test]
+    fn a_silent_probe_lapses() {
+        let timeout = PROBE_TIMEOUT.as_millis() as u64;
+        assert!(probe_free(0, 5));
+        assert!(!probe_free(100, 100 + timeout - 1));
+        assert!(probe_free(100, 100 + timeout));
     }
 }

@@ -5,6 +5,7 @@
 mod bad_input;
 mod hostile_input;
 mod info;
+mod keys;
 
 use std::sync::Arc;
 
