@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::post;
 use serde_json::{json, Value};
 
 use crate::support::{self, MODEL};
@@ -22,17 +22,7 @@ async fn stalling_worker() -> String {
             .body(Body::from_stream(never))
             .unwrap_or_default()
     };
-    let app = axum::Router::new()
-        .route("/health", get(|| async { "ok" }))
-        .route("/generate", post(stall));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    url
+    support::fake_worker(axum::Router::new().route("/generate", post(stall))).await
 }
 
 #[tokio::test]
@@ -50,14 +40,7 @@ async fn a_forwarded_answer_that_stalls_after_its_headers_times_out() {
         ],
     )
     .await;
-    support::eventually("worker healthy", || async {
-        let r = support::client()
-            .get(format!("{}/readiness", gw.url))
-            .send()
-            .await;
-        matches!(r, Ok(r) if r.status().is_success())
-    })
-    .await;
+    support::ready(&gw).await;
     let t = Instant::now();
     let r = support::post(
         format!("{}/generate", gw.url),

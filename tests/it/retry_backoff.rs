@@ -5,14 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::post;
 
 use crate::support;
 
 type Arrivals = Arc<Mutex<Vec<Instant>>>;
 
 /// A healthy worker that refuses every generation with 503, noting when each one arrived.
-/// Listens on 127.0.0.1; the task ends when the test's runtime does.
 async fn refusing_worker(arrivals: Arrivals) -> String {
     let refuse = move || {
         let arrivals = Arc::clone(&arrivals);
@@ -24,17 +23,7 @@ async fn refusing_worker(arrivals: Arrivals) -> String {
             )
         }
     };
-    let app = axum::Router::new()
-        .route("/health", get(|| async { "ok" }))
-        .route("/generate", post(refuse));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    url
+    support::fake_worker(axum::Router::new().route("/generate", post(refuse))).await
 }
 
 #[tokio::test]
@@ -59,14 +48,7 @@ async fn a_retry_waits_a_backoff_on_every_path() {
         ],
     )
     .await;
-    support::eventually("both workers healthy", || async {
-        let r = support::client()
-            .get(format!("{}/readiness", gw.url))
-            .send()
-            .await;
-        matches!(r, Ok(r) if r.status().is_success())
-    })
-    .await;
+    support::ready(&gw).await;
     let passthrough =
         serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
     let token_ids = serde_json::json!({"model": support::MODEL, "max_tokens": 4,
@@ -112,14 +94,7 @@ async fn when_every_worker_refused_the_client_gets_the_workers_answer() {
         ],
     )
     .await;
-    support::eventually("both workers healthy", || async {
-        let r = support::client()
-            .get(format!("{}/readiness", gw.url))
-            .send()
-            .await;
-        matches!(r, Ok(r) if r.status().is_success())
-    })
-    .await;
+    support::ready(&gw).await;
     let body =
         serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
     let r = support::post(format!("{}/generate", gw.url), &body).await;

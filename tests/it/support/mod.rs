@@ -217,6 +217,29 @@ pub fn sse_data(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// A hand-made worker, for faults the simulator has no knob for: `app` plus a healthy `/health`,
+/// served on 127.0.0.1; the task ends with the test's runtime. Returns its base URL.
+pub async fn fake_worker(app: axum::Router) -> String {
+    let app = app.route("/health", axum::routing::get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+/// Waits until the gateway has a worker that passed its health check (`/readiness` 200).
+pub async fn ready(gw: &Proc) {
+    eventually("a worker healthy", || async {
+        let r = client().get(format!("{}/readiness", gw.url)).send().await;
+        matches!(r, Ok(r) if r.status().is_success())
+    })
+    .await;
+}
+
 /// Polls `cond` until it holds, for at most 10 s; panics naming `what` otherwise.
 pub async fn eventually<F, Fut>(what: &str, mut cond: F)
 where
