@@ -329,6 +329,17 @@ impl Metrics {
             .inc();
     }
 
+    /// A worker left the set: its series go too, so a fleet that changes does not grow the
+    /// scrape forever (a worker added again starts from zero).
+    pub fn forget_worker(&self, worker_url: &str) {
+        let labels = [worker_url];
+        let _ = self.worker_in_flight.remove_label_values(&labels);
+        let _ = self.worker_healthy.remove_label_values(&labels);
+        let _ = self.worker_breaker_open.remove_label_values(&labels);
+        let _ = self.breaker_transitions.remove_label_values(&labels);
+        let _ = self.picks.remove_label_values(&labels);
+    }
+
     pub fn pick(&self, worker_url: &str) {
         self.picks.with_label_values(&[worker_url]).inc();
     }

@@ -65,6 +65,7 @@ impl Router {
     pub fn remove_worker(&self, id: WorkerId) -> Option<Arc<Worker>> {
         let removed = self.registry.remove(id)?;
         self.policy.on_workers_changed(&self.registry.ids());
+        self.metrics.forget_worker(removed.url());
         Some(removed)
     }
 

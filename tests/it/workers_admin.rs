@@ -216,3 +216,46 @@ async fn engine_load_is_polled_from_the_worker() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_removed_workers_metric_series_go_with_it() {
+    let a = support::sim(&["--time-scale", "0.01"]).await;
+    let b = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
+    for i in 0..4 {
+        assert_eq!(
+            support::stream_chat(&gw.url, format!("m{i}")).await,
+            Ok(200)
+        );
+    }
+    let series = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&format!("worker=\"{}\"", b.url)))
+            .count()
+    };
+    assert!(
+        series(&support::metrics_text(&gw.url).await) > 0,
+        "b has series while registered"
+    );
+    let list: Value = workers(&gw.url, None).await.json().await.expect("json");
+    let b_id = list["workers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|w| w["url"] == b.url.as_str())
+        .expect("b listed")["id"]
+        .as_u64()
+        .expect("id");
+    let r = support::client()
+        .delete(format!("{}/workers/{b_id}", gw.url))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 204);
+    let text = support::metrics_text(&gw.url).await;
+    assert_eq!(series(&text), 0, "no series left for the removed worker");
+    assert!(
+        text.contains(&format!("worker=\"{}\"", a.url)),
+        "a's series stay"
+    );
+}
