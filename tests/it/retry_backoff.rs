@@ -26,13 +26,12 @@ async fn refusing_worker(arrivals: Arrivals) -> String {
     support::fake_worker(axum::Router::new().route("/generate", post(refuse))).await
 }
 
-#[tokio::test]
-async fn a_retry_waits_a_backoff_on_every_path() {
+/// A gateway in front of two refusing workers, and when their generations arrived.
+async fn refused_everywhere(max_retries: u32, backoff_ms: u64) -> (support::Proc, Arrivals) {
     let arrivals: Arrivals = Arc::default();
     let a = refusing_worker(Arc::clone(&arrivals)).await;
     let b = refusing_worker(Arc::clone(&arrivals)).await;
-    let backoff = Duration::from_millis(300);
-    let ms = backoff.as_millis().to_string();
+    let (retries, backoff) = (max_retries.to_string(), backoff_ms.to_string());
     let gw = support::gateway(
         &[],
         &[
@@ -40,15 +39,22 @@ async fn a_retry_waits_a_backoff_on_every_path() {
             &a,
             &b,
             "--max-retries",
-            "1",
+            &retries,
             "--retry-backoff-ms",
-            &ms,
+            &backoff,
             "--load-poll-interval-ms",
             "0",
         ],
     )
     .await;
     support::ready(&gw).await;
+    (gw, arrivals)
+}
+
+#[tokio::test]
+async fn a_retry_waits_a_backoff_on_every_path() {
+    let backoff = Duration::from_millis(300);
+    let (gw, arrivals) = refused_everywhere(1, backoff.as_millis() as u64).await;
     let passthrough =
         serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
     let token_ids = serde_json::json!({"model": support::MODEL, "max_tokens": 4,
@@ -77,24 +83,8 @@ async fn a_retry_waits_a_backoff_on_every_path() {
 
 #[tokio::test]
 async fn when_every_worker_refused_the_client_gets_the_workers_answer() {
-    let arrivals: Arrivals = Arc::default();
-    let a = refusing_worker(Arc::clone(&arrivals)).await;
-    let b = refusing_worker(Arc::clone(&arrivals)).await;
     // More retries allowed than there are workers: the last pick finds no one left to try.
-    let gw = support::gateway(
-        &[],
-        &[
-            "--worker-urls",
-            &a,
-            &b,
-            "--max-retries",
-            "3",
-            "--retry-backoff-ms",
-            "1",
-        ],
-    )
-    .await;
-    support::ready(&gw).await;
+    let (gw, arrivals) = refused_everywhere(3, 1).await;
     let body =
         serde_json::json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}});
     let r = support::post(format!("{}/generate", gw.url), &body).await;

@@ -15,6 +15,25 @@ async fn workers(gw: &str, key: Option<&str>) -> reqwest::Response {
     req.send().await.expect("GET /workers")
 }
 
+/// `DELETE /workers/{id}` for the worker registered at `url`.
+async fn remove(gw: &str, url: &str) {
+    let list: Value = workers(gw, None).await.json().await.expect("json");
+    let id = list["workers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|w| w["url"] == url)
+        .expect("worker listed")["id"]
+        .as_u64()
+        .expect("id");
+    let r = support::client()
+        .delete(format!("{gw}/workers/{id}"))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 204);
+}
+
 async fn picks(gw: &str, worker: &str) -> f64 {
     let text = support::client()
         .get(format!("{gw}/metrics"))
@@ -53,21 +72,7 @@ async fn removing_and_adding_workers_under_load_fails_nothing() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Remove b while requests are in flight on it.
-    let list: Value = workers(&gw.url, None).await.json().await.expect("json");
-    let b_id = list["workers"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .find(|w| w["url"] == b.url.as_str())
-        .expect("b listed")["id"]
-        .as_u64()
-        .expect("id");
-    let r = support::client()
-        .delete(format!("{}/workers/{b_id}", gw.url))
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(r.status().as_u16(), 204);
+    remove(&gw.url, &b.url).await;
     // Add c: it must take traffic within one health interval (1 s here).
     let added = Instant::now();
     let r = support::client()
@@ -237,21 +242,7 @@ async fn a_removed_workers_metric_series_go_with_it() {
         series(&support::metrics_text(&gw.url).await) > 0,
         "b has series while registered"
     );
-    let list: Value = workers(&gw.url, None).await.json().await.expect("json");
-    let b_id = list["workers"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .find(|w| w["url"] == b.url.as_str())
-        .expect("b listed")["id"]
-        .as_u64()
-        .expect("id");
-    let r = support::client()
-        .delete(format!("{}/workers/{b_id}", gw.url))
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(r.status().as_u16(), 204);
+    remove(&gw.url, &b.url).await;
     let text = support::metrics_text(&gw.url).await;
     assert_eq!(series(&text), 0, "no series left for the removed worker");
     assert!(

@@ -76,7 +76,8 @@ pub async fn generate(
 
 /// The `rid` the worker gets in place of whatever the client sent: ours for one prompt; for a
 /// batch (`text` or `input_ids` a list of prompts) a list as long as the batch, as SGLang
-/// requires, each starting with ours so that aborting ours ends them all.
+/// requires, named `<ours>_i`. (SGLang's front end forwards an abort only for an exact live rid,
+/// so the bare rid we abort by does not reach batch elements: they stop on the disconnect.)
 fn worker_rid(req: &Map<String, Value>, rid: &str) -> Value {
     let batch = match (req.get("input_ids"), req.get("text")) {
         (Some(Value::Array(ids)), _) if ids.first().is_some_and(Value::is_array) => Some(ids.len()),
