@@ -11,6 +11,8 @@
 //! CPU comes from /proc/PID/stat utime+stime over the window, RSS from /proc/PID/status.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "load/background.rs"]
+mod background;
 #[path = "load/client.rs"]
 mod client;
 #[path = "common/procs.rs"]
@@ -45,6 +47,8 @@ enum Scenario {
     Longprompt,
     /// 1,000 open slow streams: gateway KiB per stream
     Memory,
+    /// Small non-streaming chat requests while two clients send 512 KiB prompts back to back
+    Bigprompts,
 }
 
 /// Engine knobs giving a flat 20 ms prefill and a flat 10 ms decode step at any batch size, so
@@ -77,6 +81,11 @@ impl Scenario {
                  --decode-base-us 500000 --decode-batch-knee 2048 --decode-per-seq-us 0 \
                  --decode-per-1k-ctx-us 0 --max-running-requests 1024"
                     .into(),
+            ),
+            Scenario::Bigprompts => (
+                "--api chat --concurrency 16 --max-tokens 16 --big-prompts 2 --skip-direct \
+                 --policy prefix_cost",
+                "--zero-latency".into(),
             ),
         };
         let mut v: Vec<String> = flags.split_whitespace().map(String::from).collect();
@@ -159,6 +168,13 @@ struct Args {
     /// Print the sim flags this configuration uses and exit (compare.sh starts its own sims)
     #[arg(long)]
     print_sim_args: bool,
+    /// Also this many unmeasured clients sending large unique chat prompts to the gateway
+    /// phase, back to back (what a big prompt costs everyone else)
+    #[arg(long, default_value_t = 0)]
+    big_prompts: usize,
+    /// Size of each --big-prompts prompt, bytes of text
+    #[arg(long, default_value_t = 512 * 1024)]
+    big_prompt_bytes: usize,
     /// Passed by `cargo bench`; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -287,6 +303,41 @@ fn run_phase(
     phase
 }
 
+/// With `--big-prompts`: the same phase again on the same server, with the big prompts sent
+/// alongside (their answers are counted apart and printed, not mixed into the figures).
+fn with_big_prompts(
+    args: &Args,
+    wl: &Rc<Workload>,
+    addr: SocketAddr,
+    server: Option<u32>,
+    sims: &[u32],
+) -> Option<Phase> {
+    if args.big_prompts == 0 {
+        return None;
+    }
+    let big =
+        background::BigPrompts::start(addr, args.big_prompts, args.big_prompt_bytes, &args.model);
+    let name = format!("{} + big prompts", args.label);
+    let phase = run_phase(&name, args, wl, &[addr], server, sims);
+    let c = &big.counts;
+    let load = std::sync::atomic::Ordering::Relaxed;
+    println!(
+        "big prompts: {} × {} KiB sent; answers 2xx {}, 4xx {}, other {}; first: {:?}",
+        c.sent.load(load),
+        args.big_prompt_bytes / 1024,
+        c.by_class[0].load(load),
+        c.by_class[1].load(load),
+        c.by_class[2].load(load),
+        big.first_answer
+            .lock()
+            .unwrap()
+            .as_deref()
+            .and_then(|a| a.lines().last())
+    );
+    big.stop();
+    Some(phase)
+}
+
 fn start_sims(args: &Args, pin: bool) -> Vec<Proc> {
     let extra = words(&args.sim_args);
     (0..args.workers.max(1))
@@ -352,6 +403,7 @@ fn main() {
                 args.target_pid,
                 &[],
             ));
+            phases.extend(with_big_prompts(&args, &wl, addr, args.target_pid, &[]));
         } else {
             let sims = start_sims(&args, pin);
             let urls: Vec<String> = sims.iter().map(Proc::url).collect();
@@ -367,6 +419,7 @@ fn main() {
                 Some(gw.pid()),
                 &pids,
             ));
+            phases.extend(with_big_prompts(&args, &wl, gw.addr, Some(gw.pid()), &pids));
         }
     }
     report::print_table(&phases);

@@ -58,9 +58,9 @@ pub struct ServeConfig {
     /// Limit for a whole request, in seconds (0 = none).
     #[arg(long, default_value_t = 1800)]
     pub request_timeout_secs: u64,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 32 * 1024 * 1024)]
-    pub max_body_bytes: usize,
+    /// Largest request body accepted, in bytes; by default 1 MiB + 64 per context token.
+    #[arg(long)]
+    pub max_body_bytes: Option<usize>,
     /// Seconds between worker health checks.
     #[arg(long, default_value_t = 5)]
     pub health_check_interval_secs: u64,
@@ -180,7 +180,7 @@ impl ServeConfig {
                 )));
             }
         }
-        if self.max_body_bytes == 0 {
+        if self.max_body_bytes == Some(0) {
             return Err(ConfigError::Invalid(
                 "--max-body-bytes must be positive".into(),
             ));

@@ -23,6 +23,9 @@ pub enum GatewayError {
     UnsupportedMediaType,
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// See `server::limits`.
+    #[error("request body has more than {limit} JSON values; a prompt can use at most the context length in tokens")]
+    TooManyJsonItems { limit: usize },
     #[error("The model '{0}' does not exist")]
     ModelNotFound(String),
     #[error("This model's maximum context length is {context_length} tokens. However, you requested {requested} tokens ({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the length of the prompt or the completion.")]
@@ -32,6 +35,8 @@ pub enum GatewayError {
         prompt_tokens: usize,
         max_tokens: usize,
     },
+    #[error("This model's maximum context length is {context_length} tokens, and the prompt's {bytes} bytes of text cannot fit in it. Please reduce the length of the prompt.")]
+    PromptTextTooLong { bytes: usize, context_length: usize },
     #[error(transparent)]
     Tokenize(#[from] TokenizeError),
     #[error(transparent)]
@@ -67,9 +72,12 @@ impl GatewayError {
         match self {
             GatewayError::InvalidField(_)
             | GatewayError::InvalidBody { .. }
-            | GatewayError::ContextLength { .. } => StatusCode::BAD_REQUEST,
+            | GatewayError::ContextLength { .. }
+            | GatewayError::PromptTextTooLong { .. } => StatusCode::BAD_REQUEST,
             GatewayError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::PayloadTooLarge { .. } | GatewayError::TooManyJsonItems { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             GatewayError::ModelNotFound(_) | GatewayError::NotFound => StatusCode::NOT_FOUND,
             GatewayError::Tokenize(e) if e.is_client_error() => StatusCode::BAD_REQUEST,
             GatewayError::Tokenize(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -86,11 +94,11 @@ impl GatewayError {
     fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {
             GatewayError::ModelNotFound(_) => ("invalid_request_error", Some("model_not_found")),
-            GatewayError::ContextLength { .. } => {
+            GatewayError::ContextLength { .. } | GatewayError::PromptTextTooLong { .. } => {
                 ("invalid_request_error", Some("context_length_exceeded"))
             }
             GatewayError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
-            GatewayError::PayloadTooLarge { .. } => {
+            GatewayError::PayloadTooLarge { .. } | GatewayError::TooManyJsonItems { .. } => {
                 ("invalid_request_error", Some("payload_too_large"))
             }
             GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
@@ -109,7 +117,9 @@ impl GatewayError {
             GatewayError::InvalidField(f) => Some(f.param.to_owned()),
             GatewayError::InvalidBody { param, .. } => param.clone(),
             GatewayError::ModelNotFound(_) => Some("model".to_owned()),
-            GatewayError::ContextLength { .. } => Some("messages".to_owned()),
+            GatewayError::ContextLength { .. } | GatewayError::PromptTextTooLong { .. } => {
+                Some("messages".to_owned())
+            }
             _ => None,
         }
     }

@@ -9,6 +9,7 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::relay::Relay;
 use crate::routing::Router;
+use crate::server::limits::Limits;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
@@ -99,6 +100,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         shutdown: tokio::sync::watch::channel(false).0,
     });
     Ok(AppState {
+        limits: Limits::new(&config, model.context_length),
         model,
         router,
         relay,

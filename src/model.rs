@@ -10,3 +10,13 @@ pub struct Model {
     pub tokenizer: Arc<Tokenizer>,
     pub context_length: usize,
 }
+
+impl Model {
+    /// Bytes of prompt text that can fit the context at all: more cannot, whatever it tokenizes
+    /// to (`None` where the tokenizer gives no bound).
+    pub fn max_prompt_text_bytes(&self) -> Option<usize> {
+        self.tokenizer
+            .max_bytes_per_token()
+            .map(|b| b.saturating_mul(self.context_length))
+    }
+}

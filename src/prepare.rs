@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::error::GatewayError;
 use crate::model::Model;
 use crate::protocol::openai::{
-    ChatCompletionRequest, CompletionRequest, Prompt, Sampling, HARMLESS_FIELDS,
+    ChatCompletionRequest, CompletionRequest, Prompt, ResponseFormat, Sampling, HARMLESS_EXTENSIONS,
 };
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
@@ -46,12 +46,21 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         )
         .into());
     }
+    let mut text_bytes = 0;
     for (i, m) in req.messages.iter().enumerate() {
         check_message(i, m)?;
+        text_bytes += string_bytes(m);
     }
+    check_text_fits(model, text_bytes)?;
+    check_openai_ranges(
+        req.top_logprobs,
+        20,
+        "top_logprobs",
+        req.logit_bias.as_ref(),
+    )?;
     let input = ChatTemplateInput {
         messages: &req.messages,
-        tools: req.tools.as_ref(),
+        tools: req.tools.as_deref(),
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
     };
@@ -62,7 +71,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = req.tools.is_some() || needs_worker_route(&req.sampling, &req.other);
+    let forward = chat_needs_worker_route(req);
     finish(
         model,
         prompt_ids,
@@ -81,15 +90,20 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
 
 pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
     check_model(model, &req.model)?;
-    let mut forward = needs_worker_route(&req.sampling, &req.other);
+    check_openai_ranges(req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
+    let mut forward = completion_needs_worker_route(req);
+    let encode = |t: &str| {
+        check_text_fits(model, t.len())?;
+        Ok::<_, GatewayError>(model.tokenizer.encode(t, true)?)
+    };
     let prompt_ids = match &req.prompt {
-        Prompt::Text(t) => model.tokenizer.encode(t, true)?,
+        Prompt::Text(t) => encode(t)?,
         Prompt::Ids(ids) => check_ids(model, ids.clone())?,
-        Prompt::Texts(ts) if ts.len() == 1 => model.tokenizer.encode(&ts[0], true)?,
+        Prompt::Texts(ts) if ts.len() == 1 => encode(&ts[0])?,
         Prompt::IdBatches(b) if b.len() == 1 => check_ids(model, b[0].clone())?,
         Prompt::Texts(ts) if !ts.is_empty() => {
             forward = true; // a batch: the worker's own route answers one choice per prompt
-            model.tokenizer.encode(&ts[0], true)?
+            encode(&ts[0])?
         }
         Prompt::IdBatches(b) if !b.is_empty() => {
             forward = true;
@@ -211,11 +225,98 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
     }
 }
 
-/// Fields we do not implement ourselves make the worker's own route answer, so nothing the
-/// client asked for is silently dropped.
-fn needs_worker_route(sampling: &Sampling, other: &serde_json::Map<String, Value>) -> bool {
-    !sampling.wants_single_choice()
-        || other.keys().any(|k| {
-            !HARMLESS_FIELDS.contains(&k.as_str()) && !Sampling::FIELDS.contains(&k.as_str())
-        })
+/// What the gateway does not implement itself makes the worker's own route answer, so nothing
+/// the client asked for is silently dropped.
+fn chat_needs_worker_route(req: &ChatCompletionRequest) -> bool {
+    !req.sampling.wants_single_choice()
+        || req.tools.is_some()
+        || req.tool_choice.is_some()
+        || req.functions.is_some()
+        || req.function_call.is_some()
+        || req
+            .response_format
+            .as_ref()
+            .is_some_and(|f| !matches!(f, ResponseFormat::Text))
+        || req.logprobs == Some(true)
+        || req.top_logprobs.is_some_and(|n| n > 0)
+        || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
+        || req.reasoning_effort.is_some()
+        || req.verbosity.is_some()
+        || req.separate_reasoning.is_some()
+        || req.modalities.is_some()
+        || req.audio.is_some()
+        || req.prediction.is_some()
+        || req.web_search_options.is_some()
+        || has_extensions(&req.extensions)
+}
+
+fn completion_needs_worker_route(req: &CompletionRequest) -> bool {
+    !req.sampling.wants_single_choice()
+        || req.best_of.is_some_and(|n| n > 1)
+        || req.echo == Some(true)
+        || req.suffix.as_ref().is_some_and(|s| !s.is_empty())
+        || req.logprobs.is_some()
+        || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
+        || has_extensions(&req.extensions)
+}
+
+fn has_extensions(names: &[String]) -> bool {
+    names
+        .iter()
+        .any(|k| !HARMLESS_EXTENSIONS.contains(&k.as_str()))
+}
+
+/// OpenAI's own limits on fields the worker implements: refused here, before a worker is busy.
+fn check_openai_ranges(
+    count: Option<u8>,
+    max: u8,
+    param: &'static str,
+    logit_bias: Option<&std::collections::HashMap<String, f64>>,
+) -> Result<(), GatewayError> {
+    if let Some(n) = count.filter(|&n| n > max) {
+        return Err(invalid(
+            param,
+            format!("{param} must be between 0 and {max}, got {n}"),
+        )
+        .into());
+    }
+    for (token, bias) in logit_bias.into_iter().flatten() {
+        if token.parse::<u32>().is_err() {
+            return Err(invalid(
+                "logit_bias",
+                format!("logit_bias keys must be token ids, got {token:?}"),
+            )
+            .into());
+        }
+        if !(-100.0..=100.0).contains(bias) {
+            return Err(invalid(
+                "logit_bias",
+                format!("logit_bias values must be between -100 and 100, got {bias}"),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// A text that cannot fit the context whatever it tokenizes to is refused before tokenizing
+/// (see `Model::max_prompt_text_bytes`).
+pub fn check_text_fits(model: &Model, bytes: usize) -> Result<(), GatewayError> {
+    match model.max_prompt_text_bytes() {
+        Some(max) if bytes > max => Err(GatewayError::PromptTextTooLong {
+            bytes,
+            context_length: model.context_length,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Bytes of all strings in a JSON value (a message's text, wherever the template takes it from).
+fn string_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(string_bytes).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + string_bytes(v)).sum(),
+        _ => 0,
+    }
 }

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod body;
 pub mod handlers;
 pub mod info;
+pub mod limits;
 pub mod request_id;
 pub mod state;
 
@@ -56,7 +57,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         // Our own extractor turns an oversized body into an OpenAI 413.
         // `--request-timeout-secs` is enforced inside the relay (`relay::reliability::Deadlines`),
         // which covers the response stream too and aborts the worker's request.
-        .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
+        .layer(DefaultBodyLimit::max(state.limits.body_bytes));
     app.with_state(state)
 }
 

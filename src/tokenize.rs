@@ -13,6 +13,7 @@ mod error;
 mod segments;
 #[cfg(test)]
 mod tests;
+mod text_bound;
 
 pub use chat_input::ChatTemplateInput;
 pub use chat_template::ContentFormat;
@@ -70,6 +71,8 @@ struct Inner {
     segmenter: Option<Arc<segments::Segmenter>>,
     /// `add_special_tokens` adds no ids for this tokenizer.
     adds_nothing: bool,
+    /// See [`Tokenizer::max_bytes_per_token`].
+    max_bytes_per_token: Option<usize>,
 }
 
 /// Ids of `text` with the byte offset each token starts at (for splitting runs into pieces).
@@ -211,6 +214,7 @@ impl Tokenizer {
             )?),
             None => None,
         };
+        let max_bytes_per_token = text_bound::bytes_per_token_bound(&hf);
         Ok(Tokenizer {
             inner: Arc::new(Inner {
                 hf,
@@ -220,6 +224,7 @@ impl Tokenizer {
                 special_ids,
                 segmenter: segmenter.map(Arc::new),
                 adds_nothing,
+                max_bytes_per_token,
             }),
         })
     }
@@ -294,6 +299,12 @@ impl Tokenizer {
     }
 
     /// Vocabulary size including added tokens (HF's `len(tokenizer)`).
+    /// The most bytes of text one token can cover (`None`: no bound for this model), so a text
+    /// longer than `context × this` is over the context without tokenizing it.
+    pub fn max_bytes_per_token(&self) -> Option<usize> {
+        self.inner.max_bytes_per_token
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.inner.hf.get_vocab_size(true)
     }

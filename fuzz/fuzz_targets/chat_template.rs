@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+use switchboard::protocol::openai::Tool;
 use switchboard::tokenize::{ChatTemplateInput, Tokenizer};
 
 fn tokenizer() -> &'static Tokenizer {
@@ -27,14 +28,16 @@ fuzz_target!(|data: &[u8]| {
                 Some(other) => vec![other.clone()],
                 None => Vec::new(),
             },
-            o.get("tools"),
+            // Tools as the gateway passes them: parsed into their typed form first.
+            o.get("tools")
+                .and_then(|t| serde_json::from_value::<Vec<Tool>>(t.clone()).ok()),
             o.get("chat_template_kwargs").and_then(Value::as_object),
         ),
         other => (vec![other.clone()], None, None),
     };
     let input = ChatTemplateInput {
         messages: &messages,
-        tools,
+        tools: tools.as_deref(),
         add_generation_prompt: data.first().is_some_and(|b| b & 1 == 1),
         extra,
     };

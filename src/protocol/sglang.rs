@@ -1,6 +1,10 @@
 //! SGLang's native `/generate` API: the request we send and the chunks we read back
 //! (both the 0.5.9 and 0.5.23 shapes; see docs on `meta_info` and `finish_reason`).
 
+mod client_request;
+
+pub use client_request::ClientGenerateRequest;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -8,9 +8,11 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use serde::de::DeserializeOwned;
 
+use super::limits::json_items_over;
 use super::AppState;
 use crate::error::GatewayError;
-use crate::protocol::openai::WithSampling;
+use crate::protocol::openai::{Sampling, WithSampling};
+use crate::tokenize::OFF_THREAD_BYTES;
 
 /// The raw body of a JSON request.
 pub struct JsonBytes(pub Bytes);
@@ -33,17 +35,19 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > state.config.max_body_bytes as u64) {
-            return Err(GatewayError::PayloadTooLarge {
-                limit: state.config.max_body_bytes,
-            });
+        let limit = state.limits.body_bytes;
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(GatewayError::PayloadTooLarge { limit });
         }
         match Bytes::from_request(req, state).await {
+            Ok(b) if json_items_over(&b, state.limits.json_items) => {
+                Err(GatewayError::TooManyJsonItems {
+                    limit: state.limits.json_items,
+                })
+            }
             Ok(b) => Ok(JsonBytes(b)),
             Err(rejection) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(GatewayError::PayloadTooLarge {
-                    limit: state.config.max_body_bytes,
-                })
+                Err(GatewayError::PayloadTooLarge { limit })
             }
             Err(rejection) => Err(GatewayError::invalid_body(
                 format!("could not read the request body: {rejection}"),
@@ -53,11 +57,54 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
     }
 }
 
-/// Parses an OpenAI request and its sampling fields.
+/// Parses an OpenAI request, its sampling fields and the names of its extensions (top-level
+/// fields neither knows).
 pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
-    let mut req: T = parse(bytes)?;
-    req.set_sampling(parse(bytes)?);
+    let mut extensions = Vec::new();
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde_ignored::deserialize(&mut *de, |path| {
+        if let serde_ignored::Path::Map {
+            parent: serde_ignored::Path::Root,
+            key,
+        } = path
+        {
+            if !Sampling::FIELDS.contains(&key.as_str()) {
+                extensions.push(key.clone());
+            }
+        }
+    })
+    .and_then(|req: T| de.end().map(|()| req));
+    let mut req = match parsed {
+        Ok(req) => req,
+        Err(_) => parse_naming_the_field(bytes)?,
+    };
+    req.set_sampling(parse(bytes)?, extensions);
     Ok(req)
+}
+
+/// Runs `work` (parsing, templating, tokenizing a body of `len` bytes) on the blocking pool when
+/// the body is large: milliseconds of it on an I/O thread would delay every stream that thread
+/// serves.
+pub async fn off_io_threads_if_large<T, F>(len: usize, work: F) -> Result<T, GatewayError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, GatewayError> + Send + 'static,
+{
+    if len < OFF_THREAD_BYTES {
+        return work();
+    }
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        GatewayError::Tokenize(crate::tokenize::TokenizeError::Encode(format!(
+            "request preparation failed: {e}"
+        )))
+    })?
+}
+
+/// [`parse`], off the I/O threads for a large body.
+pub async fn parse_off_thread<T: DeserializeOwned + Send + 'static>(
+    body: Bytes,
+) -> Result<T, GatewayError> {
+    off_io_threads_if_large(body.len(), move || parse(&body)).await
 }
 
 /// Parses JSON, naming the offending field in `param` when there is one.

@@ -7,10 +7,12 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::relay::Relay;
 use crate::routing::Router;
+use crate::server::limits::Limits;
 
 pub struct AppState {
     pub config: ServeConfig,
     pub model: Model,
+    pub limits: Limits,
     pub router: Arc<Router>,
     pub relay: Arc<Relay>,
     pub metrics: Arc<Metrics>,

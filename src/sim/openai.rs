@@ -8,7 +8,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, Update};
@@ -27,13 +26,17 @@ use crate::tokenize::ChatTemplateInput;
 
 fn parse<T: WithSampling>(body: &[u8]) -> Result<T, serde_json::Error> {
     let mut req: T = serde_json::from_slice(body)?;
-    req.set_sampling(serde_json::from_slice(body)?);
+    req.set_sampling(serde_json::from_slice(body)?, Vec::new());
     Ok(req)
 }
 
 /// SGLang accepts a client-chosen `rid` in OpenAI bodies too.
-fn rid_of(other: &serde_json::Map<String, Value>) -> Option<String> {
-    other.get("rid").and_then(Value::as_str).map(str::to_owned)
+fn rid_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Rid {
+        rid: Option<String>,
+    }
+    serde_json::from_slice::<Rid>(body).ok()?.rid
 }
 
 fn oai_error(status: StatusCode, message: &str) -> Response {
@@ -53,7 +56,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
     }
     let input = ChatTemplateInput {
         messages: &req.messages,
-        tools: req.tools.as_ref(),
+        tools: req.tools.as_deref(),
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
     };
@@ -65,7 +68,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         prompt,
         sampling: &req.sampling,
         max_tokens: req.max_completion_tokens.or(req.sampling.max_tokens),
-        rid: rid_of(&req.other),
+        rid: rid_of(&body),
         stream: req.stream,
     };
     let format = Chat(Common::new(&state, req.model, req.stream_options));
@@ -90,7 +93,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         sampling: &req.sampling,
         // OpenAI's completions default.
         max_tokens: req.sampling.max_tokens.or(Some(16)),
-        rid: rid_of(&req.other),
+        rid: rid_of(&body),
         stream: req.stream,
     };
     let format = Text(Common::new(&state, req.model, req.stream_options));

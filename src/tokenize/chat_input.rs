@@ -6,6 +6,7 @@ use minijinja::value::{Serde, Value};
 use serde_json::{Map, Value as Json};
 
 use super::{content, TokenizeError, Tokenizer};
+use crate::protocol::openai::Tool;
 
 /// What a chat template is rendered from (an OpenAI chat request, mostly).
 #[derive(Debug, Clone, Copy)]
@@ -13,7 +14,7 @@ pub struct ChatTemplateInput<'a> {
     /// OpenAI-style messages (`role`, `content` as a string or text parts, ...).
     pub messages: &'a [Json],
     /// Tool definitions as the template should see them (HF: `tools`).
-    pub tools: Option<&'a Json>,
+    pub tools: Option<&'a [Tool]>,
     pub add_generation_prompt: bool,
     /// `chat_template_kwargs`: extra template variables (e.g. `enable_thinking`).
     pub extra: Option<&'a Map<String, Json>>,
@@ -79,7 +80,7 @@ impl Tokenizer {
                 ctx.insert(k.clone(), to_value(v));
             }
         }
-        let tools = req.tools.filter(|t| !t.is_null());
+        let tools = req.tools;
         ctx.insert("messages".into(), Value::from(messages));
         ctx.insert("tools".into(), tools.map_or(Value::from(()), to_value));
         ctx.insert("documents".into(), Value::from(()));

@@ -21,7 +21,8 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::TokenizeError;
 use cuts::pieces;
@@ -40,10 +41,16 @@ const SEEN_MAX: usize = 65_536;
 /// the call's fixed cost (a piece missing twice in one text is encoded once).
 const RUN_BYTES: usize = 512;
 
+/// Pieces looked up or inserted per hold of the cache lock. A big prompt has millions of
+/// pieces: between batches the lock is handed to any waiting thread (`MutexGuard::bump`), so a
+/// small prompt waits microseconds behind a big one, not the big one's whole lookup.
+const PIECES_PER_LOCK: usize = 256;
+
 /// Token ids with the byte offset (in the encoded text) each token starts at.
 pub type Encoded = Vec<(u32, usize)>;
 type Encode<'a> = &'a dyn Fn(&str) -> Result<Encoded, TokenizeError>;
 type Hasher = foldhash::fast::RandomState;
+type Generation = HashMap<Box<str>, Box<[u32]>, Hasher>;
 
 pub struct Segmenter {
     /// Special tokens that split input: (content, id), longest first so prefixes don't shadow.
@@ -60,8 +67,8 @@ pub struct Segmenter {
 /// moves the entry forward. O(1), no per-entry bookkeeping.
 #[derive(Default)]
 struct TwoGenerations {
-    current: HashMap<Box<str>, Box<[u32]>, Hasher>,
-    previous: HashMap<Box<str>, Box<[u32]>, Hasher>,
+    current: Generation,
+    previous: Generation,
     current_bytes: usize,
     previous_bytes: usize,
     /// Hashes of long segments seen once: only those seen again are cached whole, so unique
@@ -86,7 +93,9 @@ impl TwoGenerations {
         };
         out.extend_from_slice(&ids);
         self.previous_bytes -= entry_bytes(&key, &ids);
-        self.insert(key, ids);
+        // Moving an entry forward can rotate the generations: what falls out is freed here, under
+        // the lock, but only on the rare hit that fills the current generation.
+        drop(self.insert(key, ids));
         true
     }
 
@@ -98,10 +107,17 @@ impl TwoGenerations {
         !self.seen.insert(self.seen_hasher.hash_one(segment))
     }
 
-    fn insert(&mut self, piece: Box<str>, ids: Box<[u32]>) {
+    /// Returns the generation this insert pushed out, for the caller to drop after unlocking
+    /// (freeing a full generation's entries takes milliseconds).
+    #[must_use]
+    fn insert(&mut self, piece: Box<str>, ids: Box<[u32]>) -> Option<Generation> {
         let bytes = entry_bytes(&piece, &ids);
+        let mut evicted = None;
         if self.current_bytes + bytes > CACHE_BUDGET_BYTES / 2 {
-            self.previous = std::mem::take(&mut self.current);
+            evicted = Some(std::mem::replace(
+                &mut self.previous,
+                std::mem::take(&mut self.current),
+            ));
             self.previous_bytes = self.current_bytes;
             self.current_bytes = 0;
         }
@@ -111,6 +127,7 @@ impl TwoGenerations {
         if let Some(replaced) = self.current.insert(piece, ids) {
             self.current_bytes -= key_len + 4 * replaced.len() + ENTRY_OVERHEAD_BYTES;
         }
+        evicted
     }
 }
 
@@ -151,7 +168,7 @@ impl Segmenter {
     }
 
     fn lock(&self) -> MutexGuard<'_, TwoGenerations> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        self.cache.lock()
     }
 
     /// Ids of `text`: special tokens by their id, the text between them piece by piece.
@@ -199,7 +216,9 @@ impl Segmenter {
         let from = ids.len();
         self.encode_pieces(text, ids, encode)?;
         if repeated {
-            self.lock().insert(text.into(), ids[from..].into());
+            let (key, value) = (text.into(), ids[from..].into());
+            let evicted = self.lock().insert(key, value);
+            drop(evicted);
         }
         Ok(())
     }
@@ -223,7 +242,10 @@ impl Segmenter {
         {
             let mut first_miss: HashMap<&str, usize, Hasher> = HashMap::default();
             let mut cache = self.lock();
-            for p in pieces(text, self.digit_cuts) {
+            for (n, p) in pieces(text, self.digit_cuts).enumerate() {
+                if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
+                    MutexGuard::bump(&mut cache);
+                }
                 let piece = &text[p.clone()];
                 let from = hits.len();
                 let slot = if cache.copy_into(piece, &mut hits) {
@@ -280,15 +302,21 @@ impl Segmenter {
             }
         }
         if !missing.is_empty() {
+            let mut evicted = Vec::new();
             let mut cache = self.lock();
-            for k in missing {
+            for (n, k) in missing.into_iter().enumerate() {
+                if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
+                    MutexGuard::bump(&mut cache);
+                }
                 let Some((range, slot)) = found.get_mut(k) else {
                     continue;
                 };
                 if let Slot::New(piece_ids) = std::mem::replace(slot, Slot::Missing) {
-                    cache.insert(text[range.clone()].into(), piece_ids);
+                    evicted.extend(cache.insert(text[range.clone()].into(), piece_ids));
                 }
             }
+            drop(cache);
+            drop(evicted);
         }
         Ok(())
     }

@@ -47,9 +47,12 @@ fn golden_chat_prompts_and_ids() {
         assert!(!cases.is_empty());
         for (i, case) in cases.iter().enumerate() {
             let messages = case["messages"].as_array().unwrap();
+            let tools: Option<Vec<crate::protocol::openai::Tool>> = case
+                .get("tools")
+                .map(|t| serde_json::from_value(t.clone()).unwrap());
             let input = ChatTemplateInput {
                 messages,
-                tools: case.get("tools"),
+                tools: tools.as_deref(),
                 add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
                 extra: None,
             };
@@ -288,8 +291,8 @@ fn chat_template_kwargs_reach_the_template() {
 #[test]
 fn tools_with_html_characters_render_like_python() {
     let tok = load(QWEN25);
-    let tools = json!([{"type": "function", "function": {"name": "q", "description": "a < b & 'c'",
-        "parameters": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}}}}]);
+    let tools: Vec<crate::protocol::openai::Tool> = serde_json::from_value(json!([{"type": "function", "function": {"name": "q", "description": "a < b & 'c'",
+        "parameters": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}}}}])).unwrap();
     let msgs = [json!({"role": "user", "content": "x"})];
     let input = ChatTemplateInput {
         tools: Some(&tools),
@@ -382,4 +385,42 @@ fn digits_are_cut_apart_only_where_the_tokenizer_splits_them() {
     let plain = tok.inner.hf.encode_fast(text, false).unwrap();
     assert_eq!(tok.encode(text, false).unwrap(), plain.get_ids());
     assert!(plain.get_ids().contains(&49153), "\"123\" is one token");
+}
+
+/// The text bound must never reject a prompt that fits: no token of any shipped tokenizer
+/// stands for more text than the bound, checked on each token alone and on texts that pack many
+/// bytes into few tokens (runs of spaces and symbols, long words, full-width and combining
+/// characters that a normalizer folds).
+#[test]
+fn no_token_covers_more_text_than_the_bound() {
+    let samples = [
+        " ".repeat(4000),
+        "=".repeat(4000),
+        "\n".repeat(999),
+        "-".repeat(3000) + "\t\t\t" + &"_".repeat(2000),
+        "Ａ".repeat(500) + &"e\u{301}".repeat(500),
+        "internationalization ".repeat(200),
+        "0".repeat(1000),
+    ];
+    for name in ALL {
+        let tok = load(name);
+        let bound = tok
+            .max_bytes_per_token()
+            .expect("BPE tokenizers have a bound");
+        for id in 0..tok.vocab_size() as u32 {
+            let text = tok.decode(&[id], false).unwrap_or_default();
+            assert!(
+                text.len() <= bound,
+                "{name}: token {id} {text:?} over {bound}"
+            );
+        }
+        for text in &samples {
+            let n = tok.encode(text, false).unwrap().len().max(1);
+            assert!(
+                text.len() <= n * bound,
+                "{name}: {} bytes in {n} tokens",
+                text.len()
+            );
+        }
+    }
 }

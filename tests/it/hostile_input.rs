@@ -4,6 +4,7 @@
 //! 4xx answers in the OpenAI error shape, never a 5xx or a hang; the gateway must still serve
 //! afterwards.
 
+mod big_bodies;
 pub mod cases;
 
 use std::io::{Read, Write};
@@ -17,14 +18,14 @@ use crate::support::{self, Proc};
 /// No case may take longer than this (a hang is a failure, not a stuck test run).
 const CASE_TIMEOUT: Duration = Duration::from_secs(20);
 
-async fn setup() -> (Proc, Proc) {
+pub(crate) async fn setup() -> (Proc, Proc) {
     let sim = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&sim], &[]).await;
     (sim, gw)
 }
 
 /// The gateway still answers a normal request and `/health`.
-async fn assert_still_serving(gw: &Proc) {
+pub(crate) async fn assert_still_serving(gw: &Proc) {
     let c = support::client();
     let health = c
         .get(format!("{}/health", gw.url))
@@ -86,7 +87,7 @@ async fn corpus_cases_the_worker_answers() {
 }
 
 /// Sends raw bytes on a fresh connection; returns the status and the response head.
-fn raw_exchange(port: u16, request: &[u8]) -> (u16, String) {
+pub(crate) fn raw_exchange(port: u16, request: &[u8]) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(CASE_TIMEOUT)).expect("timeout");
     // Written from another thread while this one reads: the server may answer (and close)
@@ -186,7 +187,7 @@ async fn malformed_http_and_header_injection() {
 }
 
 /// Peak and current resident memory of a process, in KiB (Linux).
-fn memory_kib(pid: u32) -> (u64, u64) {
+pub(crate) fn memory_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     let field = |name: &str| -> u64 {
         status

@@ -147,8 +147,9 @@ proptest! {
         prop_assert!(matches!(&req.prompt, Prompt::Ids(got) if *got == ids));
         let req: CompletionRequest = parse_request(&serde_json::to_vec(&json!({"model": "m", "prompt": [text.clone()]})).unwrap_or_default()).expect("texts");
         prop_assert!(matches!(&req.prompt, Prompt::Texts(got) if *got == vec![text.clone()]));
-        // Unknown fields survive in `other` (they decide whether the worker's own route answers).
-        let req: CompletionRequest = parse_request(&serde_json::to_vec(&json!({"model": "m", "prompt": text, "zz_extra": ids})).unwrap_or_default()).expect("extra");
-        prop_assert_eq!(req.other.get("zz_extra"), Some(&json!(ids)));
+        // Unknown fields are named in `extensions` (they decide whether the worker's own route
+        // answers); sampling fields are not.
+        let req: CompletionRequest = parse_request(&serde_json::to_vec(&json!({"model": "m", "prompt": text, "zz_extra": ids, "top_k": 3})).unwrap_or_default()).expect("extra");
+        prop_assert_eq!(req.extensions, vec!["zz_extra".to_owned()]);
     }
 }

@@ -7,14 +7,17 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::dispatch;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
+use crate::model::Model;
+use crate::protocol::openai::Prompt;
+use crate::protocol::sglang::ClientGenerateRequest;
 use crate::relay::passthrough::{self, Forward};
 use crate::routing::session_key;
-use crate::server::body::{parse, JsonBytes};
+use crate::server::body::{parse_off_thread, JsonBytes};
 use crate::server::request_id::RequestId;
 use crate::server::AppState;
 
@@ -26,19 +29,40 @@ pub async fn generate(
     let start = Instant::now();
     let id = RequestId::new(&headers);
     dispatch::respond(&app, Endpoint::Generate, &id, async {
-        let mut req: Map<String, Value> = parse(&body)?;
+        let mut req: ClientGenerateRequest = parse_off_thread(body).await?;
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
-        let prompt_ids = match (req.get("input_ids"), req.get("text")) {
-            (Some(ids), _) => token_ids(ids, app.model.tokenizer.vocab_size())?,
-            (None, Some(Value::String(text))) => {
-                let text = text.clone();
+        let prompt_ids = match (&req.input_ids, req.text.take()) {
+            (Some(_), Some(_)) => {
+                // As SGLang: one or the other.
+                return Err(GatewayError::invalid_body(
+                    "give either text or input_ids, not both",
+                    Some("input_ids".into()),
+                ));
+            }
+            (Some(ids), None) => check_ids(&app.model, ids)?,
+            (None, Some(Prompt::Text(text))) => {
+                crate::prepare::check_text_fits(&app.model, text.len())?;
                 let ids = crate::tokenize::encode_off_thread(&app.model.tokenizer, text).await?;
+                check_ids(&app.model, &Prompt::Ids(ids.clone()))?;
                 // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
-                req.remove("text");
-                req.insert("input_ids".into(), Value::from(ids.clone()));
+                req.input_ids = Some(Prompt::Ids(ids.clone()));
                 ids
+            }
+            (None, Some(Prompt::Texts(texts))) => {
+                for t in &texts {
+                    crate::prepare::check_text_fits(&app.model, t.len())?;
+                }
+                // A batch: the worker tokenizes it; route without a prefix.
+                req.text = Some(Prompt::Texts(texts));
+                Vec::new()
+            }
+            (None, Some(_)) => {
+                return Err(GatewayError::invalid_body(
+                    "text must be a string or a list of strings",
+                    Some("text".into()),
+                ))
             }
             (None, None) => {
                 return Err(GatewayError::invalid_body(
@@ -46,14 +70,13 @@ pub async fn generate(
                     None,
                 ))
             }
-            // Batches and other shapes: the worker validates them; route without a prefix.
-            _ => Vec::new(),
         };
         app.metrics
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
         let rid = worker_rid(&req, &id.rid);
-        req.insert("rid".into(), rid);
+        req.rest.insert("rid".into(), rid);
         let user = req
+            .rest
             .get("routing_key")
             .and_then(Value::as_str)
             .map(str::to_owned);
@@ -78,10 +101,10 @@ pub async fn generate(
 /// batch (`text` or `input_ids` a list of prompts) a list as long as the batch, as SGLang
 /// requires, named `<ours>_i`. (SGLang's front end forwards an abort only for an exact live rid,
 /// so the bare rid we abort by does not reach batch elements: they stop on the disconnect.)
-fn worker_rid(req: &Map<String, Value>, rid: &str) -> Value {
-    let batch = match (req.get("input_ids"), req.get("text")) {
-        (Some(Value::Array(ids)), _) if ids.first().is_some_and(Value::is_array) => Some(ids.len()),
-        (None, Some(Value::Array(texts))) => Some(texts.len()),
+fn worker_rid(req: &ClientGenerateRequest, rid: &str) -> Value {
+    let batch = match (&req.input_ids, &req.text) {
+        (Some(Prompt::IdBatches(b)), _) => Some(b.len()),
+        (None, Some(Prompt::Texts(t))) => Some(t.len()),
         _ => None,
     };
     match batch {
@@ -90,28 +113,42 @@ fn worker_rid(req: &Map<String, Value>, rid: &str) -> Value {
     }
 }
 
-/// `input_ids`: a list of ids inside the vocabulary, or a batch of such lists (routed on the
-/// first). Anything else is refused here rather than by the worker.
-fn token_ids(v: &Value, vocab: usize) -> Result<Vec<u32>, GatewayError> {
+/// `input_ids`: a non-empty list of ids inside the vocabulary and the context, or a batch of
+/// such lists (routed on the first). Refused here rather than by the worker.
+fn check_ids(model: &Model, ids: &Prompt) -> Result<Vec<u32>, GatewayError> {
     let bad = |msg: String| GatewayError::invalid_body(msg, Some("input_ids".into()));
-    let one = |list: &Vec<Value>| -> Result<Vec<u32>, GatewayError> {
-        list.iter()
-            .map(|t| match t.as_u64() {
-                Some(id) if (id as usize) < vocab => Ok(id as u32),
-                _ => Err(bad(format!(
-                    "input_ids must be token ids below the vocabulary size {vocab}, got {t}"
-                ))),
-            })
-            .collect()
-    };
-    match v {
-        Value::Array(items) if items.iter().all(Value::is_array) && !items.is_empty() => {
-            let lists: Vec<&Vec<Value>> = items.iter().filter_map(Value::as_array).collect();
-            let mut batch = lists.into_iter().map(one).collect::<Result<Vec<_>, _>>()?;
-            Ok(batch.swap_remove(0))
+    let vocab = model.tokenizer.vocab_size();
+    let one = |list: &[u32]| -> Result<(), GatewayError> {
+        if list.is_empty() {
+            return Err(bad("input_ids must be a non-empty list of token ids".into()));
         }
-        Value::Array(items) if !items.is_empty() => one(items),
-        _ => Err(bad("input_ids must be a non-empty list of token ids".into())),
+        if let Some(t) = list.iter().find(|&&t| t as usize >= vocab) {
+            return Err(bad(format!(
+                "input_ids must be token ids below the vocabulary size {vocab}, got {t}"
+            )));
+        }
+        // No room for even one token: SGLang would refuse it too, after queueing it.
+        if list.len() > model.context_length {
+            return Err(GatewayError::ContextLength {
+                context_length: model.context_length,
+                requested: list.len(),
+                prompt_tokens: list.len(),
+                max_tokens: 0,
+            });
+        }
+        Ok(())
+    };
+    match ids {
+        Prompt::Ids(list) => one(list).map(|()| list.clone()),
+        Prompt::IdBatches(batch) if !batch.is_empty() => {
+            for list in batch {
+                one(list)?;
+            }
+            Ok(batch[0].clone())
+        }
+        _ => Err(bad(
+            "input_ids must be a list of token ids or a list of such lists".into(),
+        )),
     }
 }
 
@@ -121,7 +158,7 @@ mod tests {
     use serde_json::json;
 
     fn rid_for(body: Value) -> Value {
-        worker_rid(body.as_object().unwrap(), "r")
+        worker_rid(&serde_json::from_value(body).unwrap(), "r")
     }
 
     #[test]

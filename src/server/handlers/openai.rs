@@ -16,10 +16,9 @@ use crate::model::Model;
 use crate::prepare::Prepared;
 use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSampling};
 use crate::relay::format::Kind;
-use crate::server::body::{parse_request, JsonBytes};
+use crate::server::body::{off_io_threads_if_large, parse_request, JsonBytes};
 use crate::server::request_id::RequestId;
 use crate::server::AppState;
-use crate::tokenize::OFF_THREAD_BYTES;
 
 pub async fn chat(
     State(app): State<Arc<AppState>>,
@@ -59,23 +58,20 @@ async fn handle<R: WithSampling + Send + 'static>(
     };
     let id = RequestId::new(&headers);
     dispatch::respond(&app, endpoint, &id, async {
-        let req: R = parse_request(&body)?;
-        app.metrics
-            .stage(Stage::Parse, start.elapsed().as_secs_f64());
-        let t = Instant::now();
-        let prepared = if body.len() < OFF_THREAD_BYTES {
-            prepare(&app.model, &req)?
-        } else {
-            // Templating and tokenizing a long prompt takes milliseconds: keep it off the I/O threads.
-            let app = Arc::clone(&app);
-            tokio::task::spawn_blocking(move || prepare(&app.model, &req))
-                .await
-                .map_err(|e| {
-                    GatewayError::Tokenize(crate::tokenize::TokenizeError::Encode(e.to_string()))
-                })??
+        let work = {
+            let (app, body) = (Arc::clone(&app), body.clone());
+            move || {
+                let req: R = parse_request(&body)?;
+                app.metrics
+                    .stage(Stage::Parse, start.elapsed().as_secs_f64());
+                let t = Instant::now();
+                let prepared = prepare(&app.model, &req)?;
+                app.metrics
+                    .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+                Ok(prepared)
+            }
         };
-        app.metrics
-            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        let prepared = off_io_threads_if_large(body.len(), work).await?;
         dispatch::openai(
             &app,
             Request {

@@ -150,7 +150,7 @@ fn cache_stays_within_its_budget_and_counts_what_it_holds() {
     let ids: Box<[u32]> = vec![0u32; 250].into();
     let per = entry_bytes("piece 000000", &ids);
     for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
-        cache.insert(format!("piece {i:06}").into(), ids.clone());
+        drop(cache.insert(format!("piece {i:06}").into(), ids.clone()));
         let held = held_bytes(&cache);
         assert_eq!(cache.current_bytes + cache.previous_bytes, held);
         assert!(held <= CACHE_BUDGET_BYTES, "{held}");
@@ -159,7 +159,7 @@ fn cache_stays_within_its_budget_and_counts_what_it_holds() {
     // inserting a piece again replaces it.
     let old: String = cache.previous.keys().next().unwrap().to_string();
     assert!(cache.copy_into(&old, &mut Vec::new()));
-    cache.insert(old.into(), ids.clone());
+    drop(cache.insert(old.into(), ids.clone()));
     let held = held_bytes(&cache);
     assert_eq!(cache.current_bytes + cache.previous_bytes, held);
 }

@@ -90,8 +90,10 @@ pub fn all() -> Vec<Case> {
     let user = format!(r#"{{"model":"{MODEL}","messages":[{{"role":"user","content":"#);
     vec![
         // --- syntax, nesting, encoding ---
-        raw("deep_array_nesting_100k", CHAT, "[".repeat(100_000), 400),
-        raw("deep_object_nesting_100k", CHAT, "{\"a\":".repeat(100_000), 400),
+        // More JSON values than any prompt needs: refused before parsing (`server::limits`).
+        raw("deep_array_nesting_100k", CHAT, "[".repeat(100_000), 413),
+        raw("deep_object_nesting_100k", CHAT, "{\"a\":".repeat(100_000), 413),
+        raw("deep_array_nesting_10k", CHAT, "[".repeat(10_000), 400),
         chat("deep_nesting_in_unknown_field", &format!(r#","max_tokens":2,"metadata":{}{}"#, "[".repeat(10_000), "]".repeat(10_000)), 400),
         chat("nesting_100_in_template_kwargs", &deep_kwargs, 200),
         with_bytes("invalid_utf8_in_content", &format!("{user}\"bad "), &[0xff, 0xfe], "\"}]}"),
@@ -141,10 +143,22 @@ pub fn all() -> Vec<Case> {
         chat("stop_empty_string", r#","max_tokens":2,"stop":"""#, 200),
         // --- logprobs ---
         chat("logprobs_true", r#","max_tokens":2,"logprobs":true,"top_logprobs":2"#, 200),
-        // Fields the gateway does not implement go to the worker's own route, which validates
-        // them (SGLang's pydantic even reads "yes" as true); the simulator ignores them.
-        chat("logprobs_string", r#","max_tokens":2,"logprobs":"yes""#, 200),
-        chat("top_logprobs_huge", r#","max_tokens":2,"top_logprobs":100000"#, 200),
+        // Every OpenAI field is type-checked here, whether the gateway implements it or the
+        // worker's own route does (SGLang's pydantic would read "yes" as true).
+        chat("logprobs_string", r#","max_tokens":2,"logprobs":"yes""#, 400),
+        chat("top_logprobs_huge", r#","max_tokens":2,"top_logprobs":100000"#, 400),
+        chat("top_logprobs_21", r#","max_tokens":2,"logprobs":true,"top_logprobs":21"#, 400),
+        chat("response_format_string", r#","max_tokens":2,"response_format":"x""#, 400),
+        chat("response_format_unknown_type", r#","max_tokens":2,"response_format":{"type":"yaml"}"#, 400),
+        chat("response_format_schema_without_name", r#","max_tokens":2,"response_format":{"type":"json_schema","json_schema":{"schema":{}}}"#, 400),
+        chat("response_format_json_object", r#","max_tokens":2,"response_format":{"type":"json_object"}"#, 200),
+        chat("logit_bias_word_key", r#","max_tokens":2,"logit_bias":{"hello":1}"#, 400),
+        chat("logit_bias_out_of_range", r#","max_tokens":2,"logit_bias":{"5":101}"#, 400),
+        chat("parallel_tool_calls_string", r#","max_tokens":2,"parallel_tool_calls":"yes""#, 400),
+        chat("metadata_number_value", r#","max_tokens":2,"metadata":{"a":1}"#, 400),
+        chat("reasoning_effort_number", r#","max_tokens":2,"reasoning_effort":3"#, 400),
+        chat("functions_string", r#","max_tokens":2,"functions":"x""#, 400),
+        chat("function_call_required", r#","max_tokens":2,"function_call":"required""#, 400),
         // --- wrong types, nulls, empty strings, unknown fields ---
         raw("model_null", CHAT, r#"{"model":null,"messages":[{"role":"user","content":"hi"}]}"#, 400),
         raw("model_number", CHAT, r#"{"model":7,"messages":[{"role":"user","content":"hi"}]}"#, 400),
@@ -180,12 +194,16 @@ pub fn all() -> Vec<Case> {
         chat("user_number", r#","max_tokens":2,"user":5"#, 400),
         chat("template_kwargs_string", r#","max_tokens":2,"chat_template_kwargs":"x""#, 400),
         chat("template_kwargs_override_messages", r#","max_tokens":2,"chat_template_kwargs":{"messages":"x","add_generation_prompt":"y"}"#, 200),
-        // --- tools: forwarded to the worker's own route, which validates them (a real SGLang
-        // answers 400 to these; the simulator's template ignores tools, so 200 here) ---
-        chat("tools_string", r#","max_tokens":2,"tools":"garbage""#, 200),
-        chat("tools_list_of_garbage", r#","max_tokens":2,"tools":[1,"x",null]"#, 200),
-        chat("tools_without_function", r#","max_tokens":2,"tools":[{"type":"function"}]"#, 200),
-        chat("tool_choice_garbage", r#","max_tokens":2,"tool_choice":{"type":42}"#, 200),
+        // --- tools: type-checked here, then the worker's own route answers ---
+        chat("tools_string", r#","max_tokens":2,"tools":"garbage""#, 400),
+        chat("tools_list_of_garbage", r#","max_tokens":2,"tools":[1,"x",null]"#, 400),
+        chat("tools_without_function", r#","max_tokens":2,"tools":[{"type":"function"}]"#, 400),
+        chat("tools_function_without_name", r#","max_tokens":2,"tools":[{"type":"function","function":{"description":"d"}}]"#, 400),
+        chat("tools_parameters_string", r#","max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]"#, 400),
+        chat("tools_valid", r#","max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]"#, 200),
+        chat("tool_choice_garbage", r#","max_tokens":2,"tool_choice":{"type":42}"#, 400),
+        chat("tool_choice_number", r#","max_tokens":2,"tool_choice":1"#, 400),
+        chat("tool_choice_unknown_mode", r#","max_tokens":2,"tool_choice":"sometimes""#, 400),
         // --- content types ---
         with_type(chat("no_content_type", ok, 415), None),
         with_type(chat("text_plain", ok, 415), Some("text/plain")),
@@ -209,14 +227,21 @@ pub fn all() -> Vec<Case> {
         // Forwarded to the worker's route; the simulator does not do batches (400, its words).
         by_worker(comp("prompt_text_batch", r#","prompt":["a","b"]"#, 400)),
         comp("prompt_echo_logprobs", r#","prompt":"hi","echo":true,"logprobs":3"#, 200),
-        // --- /generate: the passthrough checks only the token ids; the worker refuses the rest ---
-        by_worker(generate("generate_text_and_input_ids", r#""text":"hi","input_ids":[1,2]"#, 400)),
+        comp("echo_string", r#","prompt":"hi","echo":"x""#, 400),
+        comp("suffix_number", r#","prompt":"hi","suffix":5"#, 400),
+        comp("logprobs_flag_on_completions", r#","prompt":"hi","logprobs":true"#, 400),
+        comp("logprobs_six", r#","prompt":"hi","logprobs":6"#, 400),
+        comp("best_of_string", r#","prompt":"hi","best_of":"2""#, 400),
+        // --- /generate: the gateway checks the prompt fields; the worker refuses the rest ---
+        generate("generate_text_and_input_ids", r#""text":"hi","input_ids":[1,2]"#, 400),
         generate("generate_neither_text_nor_ids", r#""rid":"x""#, 400),
-        by_worker(generate("generate_text_null", r#""text":null"#, 400)),
+        generate("generate_text_null", r#""text":null"#, 400),
         generate("generate_negative_ids", r#""input_ids":[1,-5]"#, 400),
         generate("generate_ids_beyond_vocab", r#""input_ids":[1,999999999]"#, 400),
         generate("generate_ids_string", r#""input_ids":"abc""#, 400),
-        by_worker(generate("generate_text_number", r#""text":5"#, 400)),
+        generate("generate_text_number", r#""text":5"#, 400),
+        generate("generate_text_ids", r#""text":[1,2]"#, 400),
+        generate("generate_ids_over_context", &format!(r#""input_ids":[{}1]"#, "1,".repeat(8192)), 400),
         by_worker(generate("generate_batch_texts", r#""text":["a","b"]"#, 400)),
         by_worker(generate("generate_batch_ids", r#""input_ids":[[1,2],[3]]"#, 400)),
         generate("generate_empty_ids", r#""input_ids":[]"#, 400),

@@ -1,0 +1,144 @@
+//! What the gateway answers OpenAI clients: completions, stream chunks, model cards, errors.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u32,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: u32, completion_tokens: u32, cached_tokens: u32) -> Usage {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            prompt_tokens_details: PromptTokensDetails { cached_tokens },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatCompletion<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: [ChatChoice<'a>; 1],
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatChoice<'a> {
+    pub index: u32,
+    pub message: AssistantMessage<'a>,
+    pub logprobs: Option<()>,
+    pub finish_reason: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AssistantMessage<'a> {
+    pub role: &'static str,
+    pub content: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TextCompletion<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: [TextChoice<'a>; 1],
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TextChoice<'a> {
+    pub index: u32,
+    pub text: &'a str,
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'static str>,
+}
+
+// === stream chunks ===
+
+#[derive(Debug, Serialize)]
+pub struct ChatChunk<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: &'a [ChatChunkChoice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<&'a Usage>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatChunkChoice<'a> {
+    pub index: u32,
+    pub delta: Delta<'a>,
+    pub logprobs: Option<()>,
+    pub finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TextChunk<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+    pub choices: &'a [TextChoice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<&'a Usage>,
+}
+
+// === models and errors ===
+
+#[derive(Debug, Serialize)]
+pub struct ModelList<'a> {
+    pub object: &'static str,
+    pub data: [ModelCard<'a>; 1],
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelCard<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+    pub root: &'a str,
+    /// SGLang's cards carry it (always null for a base model).
+    pub parent: Option<&'a str>,
+    pub max_model_len: usize,
+}
+
+/// `{"error":{"message","type","param","code"}}`
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub message: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
