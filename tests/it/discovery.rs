@@ -153,7 +153,7 @@ async fn unresponsive_pods_do_not_starve_the_relist() {
     let (a, b) = (support::sim(&[]).await, support::sim(&[]).await);
     kube.put(pod("a", labels(), true, a.port));
     kube.put(pod("b", labels(), true, b.port));
-    let silent = get(|| std::future::pending::<()>());
+    let silent = get(std::future::pending::<()>);
     for i in 0..20 {
         let url =
             support::fake_worker(axum::Router::new().route("/v1/models", silent.clone())).await;
