@@ -124,11 +124,19 @@ impl GatewayError {
         }
     }
 
+    /// What the client reads: never a worker's address (that goes to the logs only).
+    fn client_message(&self) -> String {
+        match self {
+            GatewayError::Upstream(e) => e.client_message(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn body(&self) -> ErrorBody {
         let (kind, code) = self.kind_and_code();
         ErrorBody {
             error: ErrorDetail {
-                message: self.to_string(),
+                message: self.client_message(),
                 kind: kind.to_owned(),
                 param: self.param(),
                 code: code.map(str::to_owned),
@@ -141,7 +149,11 @@ impl IntoResponse for GatewayError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
-            tracing::warn!(error = %self, status = status.as_u16(), "request failed");
+            let worker = match &self {
+                GatewayError::Upstream(e) => e.worker_url(),
+                _ => None,
+            };
+            tracing::warn!(error = %self, worker = worker.unwrap_or("-"), status = status.as_u16(), "request failed");
         }
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut resp = (

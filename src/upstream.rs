@@ -37,23 +37,26 @@ pub enum Fault {
     Transient,
 }
 
+/// The messages never name the worker: they reach clients, who must not learn the fleet's
+/// addresses. `url` is for the logs (`worker_url`) and the admin routes.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    #[error("cannot reach worker {url}: {reason}")]
+    #[error("cannot reach the worker: {reason}")]
     Connect { url: String, reason: String },
-    #[error("worker {url} did not answer in time ({stage})")]
+    #[error("the worker did not answer in time ({stage})")]
     Timeout { url: String, stage: &'static str },
     #[error("{message}")]
     Status {
+        url: String,
         status: StatusCode,
         message: String,
         retry_after: Option<u64>,
     },
-    #[error("worker {url} sent an invalid response: {reason}")]
+    #[error("the worker sent an invalid response: {reason}")]
     Protocol { url: String, reason: String },
-    #[error("worker {url} broke off the response: {reason}")]
+    #[error("the worker broke off the response: {reason}")]
     Disconnected { url: String, reason: String },
-    #[error("worker {url} closed the connection before answering: {reason}")]
+    #[error("the worker closed the connection before answering: {reason}")]
     NoResponse { url: String, reason: String },
     #[error("the worker aborted the generation: {message}")]
     Aborted {
@@ -63,6 +66,36 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The worker it happened on, for the logs; never shown to clients.
+    pub fn worker_url(&self) -> Option<&str> {
+        match self {
+            UpstreamError::Connect { url, .. }
+            | UpstreamError::Timeout { url, .. }
+            | UpstreamError::Status { url, .. }
+            | UpstreamError::Protocol { url, .. }
+            | UpstreamError::Disconnected { url, .. }
+            | UpstreamError::NoResponse { url, .. } => Some(url),
+            UpstreamError::Aborted { .. } => None,
+        }
+    }
+
+    /// The message for the client: the worker's own text (an error body, a library's reason)
+    /// may name its address too, which is replaced by "worker".
+    pub fn client_message(&self) -> String {
+        let message = self.to_string();
+        let Some(url) = self.worker_url() else {
+            return message;
+        };
+        let authority = url
+            .split_once("://")
+            .map_or(url, |(_, rest)| rest)
+            .trim_end_matches('/');
+        [url, authority]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .fold(message, |m, s| m.replace(s, "worker"))
+    }
+
     /// The status a client sees when this happens before its response started.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -170,6 +203,7 @@ mod tests {
 
     fn status(code: u16) -> UpstreamError {
         UpstreamError::Status {
+            url: "http://10.0.0.1:8000".into(),
             status: StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY),
             message: String::new(),
             retry_after: None,
@@ -213,5 +247,36 @@ mod tests {
             (Started::Unknown, Fault::Transient)
         );
         assert!(raced.may_retry());
+    }
+
+    #[test]
+    fn client_messages_name_no_worker_address() {
+        let url = "http://10.0.0.1:8000";
+        let errors = [
+            UpstreamError::Connect {
+                url: url.into(),
+                reason: "tcp connect error: Connection refused".into(),
+            },
+            UpstreamError::Timeout {
+                url: url.into(),
+                stage: "first token",
+            },
+            UpstreamError::Status {
+                url: url.into(),
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: "worker answered 500: crashed at 10.0.0.1:8000".into(),
+                retry_after: None,
+            },
+            UpstreamError::Disconnected {
+                url: url.into(),
+                reason: format!("reset by {url}/generate"),
+            },
+        ];
+        for e in errors {
+            let shown = e.client_message();
+            assert!(!shown.contains("10.0.0.1"), "{shown}");
+            assert!(shown.contains("worker"), "{shown}");
+            assert_eq!(e.worker_url(), Some(url));
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::config::Rules;
@@ -15,6 +16,18 @@ use crate::upstream::{Client, Origin};
 use crate::workers::{RegistryError, WorkerId};
 
 const MODEL_QUERY_TIMEOUT: Duration = Duration::from_secs(3);
+/// Model checks in flight at once during one list.
+const MAX_CONCURRENT_CHECKS: usize = 64;
+/// How long one list's model checks may take together: one check's timeout plus a margin for
+/// connecting, so the first `MAX_CONCURRENT_CHECKS` always end on their own timeouts.
+const CHECKS_DEADLINE: Duration = Duration::from_secs(4);
+
+/// A serving pod whose model has yet to be checked.
+struct Unchecked {
+    key: String,
+    url: String,
+    model: Option<String>,
+}
 
 struct Owned {
     url: String,
@@ -45,26 +58,70 @@ impl Reconciler {
         }
     }
 
-    /// A pod was listed, added or changed.
+    /// A pod was added or changed.
     pub async fn apply(&mut self, pod: &Pod) {
-        let key = pod::key(pod);
-        match pod::evaluate(pod, &self.rules) {
-            PodState::Excluded(why) => self.remove(&key, &why),
-            PodState::Serving { url, model } => {
-                if self.owned.get(&key).is_some_and(|o| o.url == url) {
-                    return;
-                }
-                self.remove(&key, "its address changed");
-                // A worker whose model cannot be told is left out and tried again on its next
-                // event or re-list, never registered under an unknown model.
-                match self.check_model(&url, model).await {
-                    Ok(()) => self.add(key, url),
-                    Err(why) => {
-                        tracing::warn!(pod = %key, %url, reason = %why, "pod not added as a worker")
+        self.apply_all(std::slice::from_ref(pod)).await;
+    }
+
+    /// A full list: every listed pod applied, then workers whose pods it no longer shows (deleted
+    /// while no watch saw it) removed.
+    pub async fn relist(&mut self, pods: &[Pod]) {
+        let listed: HashSet<String> = pods.iter().map(pod::key).collect();
+        self.apply_all(pods).await;
+        self.keep_only(&listed);
+    }
+
+    async fn apply_all(&mut self, pods: &[Pod]) {
+        let mut unchecked = Vec::new();
+        for pod in pods {
+            let key = pod::key(pod);
+            match pod::evaluate(pod, &self.rules) {
+                PodState::Excluded(why) => self.remove(&key, &why),
+                PodState::Serving { url, model } => {
+                    if self.owned.get(&key).is_some_and(|o| o.url == url) {
+                        continue;
                     }
+                    self.remove(&key, "its address changed");
+                    unchecked.push(Unchecked { key, url, model });
                 }
             }
         }
+        // A worker whose model cannot be told is left out and tried again on its next event or
+        // re-list, never registered under an unknown model.
+        for (pod, verdict) in self.check_models(unchecked).await {
+            match verdict {
+                Ok(()) => self.add(pod.key, pod.url),
+                Err(why) => {
+                    tracing::warn!(pod = %pod.key, url = %pod.url, reason = %why, "pod not added as a worker")
+                }
+            }
+        }
+    }
+
+    /// Checks the pods' models together, so that a list with many unresponsive pods takes about
+    /// one check timeout, not one per pod (which pushed re-lists past the resync period and left
+    /// lost DELETEs unhealed). Checks still running at the deadline are dropped: those pods are
+    /// left out until their next event or re-list.
+    async fn check_models(&self, pods: Vec<Unchecked>) -> Vec<(Unchecked, Result<(), String>)> {
+        let total = pods.len();
+        let deadline = tokio::time::Instant::now() + CHECKS_DEADLINE;
+        let mut checks = futures_util::stream::iter(pods)
+            .map(|pod| async move {
+                let verdict = self.check_model(&pod.url, pod.model.clone()).await;
+                (pod, verdict)
+            })
+            .buffer_unordered(MAX_CONCURRENT_CHECKS);
+        let mut done = Vec::with_capacity(total);
+        while let Ok(Some(checked)) = tokio::time::timeout_at(deadline, checks.next()).await {
+            done.push(checked);
+        }
+        if done.len() < total {
+            tracing::warn!(
+                unchecked = total - done.len(),
+                "model checks cut off at their deadline; those pods are tried again on the next re-list"
+            );
+        }
+        done
     }
 
     pub fn delete(&mut self, pod: &Pod) {
@@ -72,7 +129,7 @@ impl Reconciler {
     }
 
     /// After a full list: pods no longer listed were deleted while no watch saw it.
-    pub fn keep_only(&mut self, listed: &HashSet<String>) {
+    fn keep_only(&mut self, listed: &HashSet<String>) {
         let gone: Vec<String> = self
             .owned
             .keys()

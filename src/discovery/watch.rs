@@ -1,7 +1,6 @@
 //! The watch loop: list + watch pods through kube-rs, restarted with a fresh list every resync
 //! period so that events lost during a reconnect cannot leave a stale worker behind.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -11,7 +10,6 @@ use kube::runtime::WatchStreamExt;
 use kube::Api;
 
 use super::config::{DiscoveryConfig, Rules};
-use super::pod;
 use super::reconcile::{Fleet, Reconciler};
 
 #[derive(Debug, thiserror::Error)]
@@ -55,23 +53,22 @@ async fn follow(pods: Api<Pod>, mut reconciler: Reconciler, rules: Rules, resync
             .boxed();
         let relist = tokio::time::sleep(resync);
         tokio::pin!(relist);
-        let mut listing: Option<HashSet<String>> = None;
+        // The pods of the list in progress, applied together once it is complete.
+        let mut listing: Option<Vec<Pod>> = None;
         loop {
             let event = tokio::select! {
                 _ = &mut relist => break,
                 event = events.next() => event,
             };
             match event {
-                Some(Ok(Event::Init)) => listing = Some(HashSet::new()),
-                Some(Ok(Event::InitApply(p))) => {
-                    if let Some(seen) = listing.as_mut() {
-                        seen.insert(pod::key(&p));
-                    }
-                    reconciler.apply(&p).await;
-                }
+                Some(Ok(Event::Init)) => listing = Some(Vec::new()),
+                Some(Ok(Event::InitApply(p))) => match listing.as_mut() {
+                    Some(pods) => pods.push(p),
+                    None => reconciler.apply(&p).await,
+                },
                 Some(Ok(Event::InitDone)) => {
-                    if let Some(seen) = listing.take() {
-                        reconciler.keep_only(&seen);
+                    if let Some(pods) = listing.take() {
+                        reconciler.relist(&pods).await;
                     }
                 }
                 Some(Ok(Event::Apply(p))) => reconciler.apply(&p).await,

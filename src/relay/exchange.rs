@@ -218,6 +218,8 @@ impl Exchange {
         if self.ended {
             return;
         }
+        // The client's error event names no worker; the log does.
+        tracing::warn!(worker = e.worker_url().unwrap_or(self.url()), error = %e, "response failed after it started");
         self.leg_failed(e);
         self.end(e.status().as_u16());
     }

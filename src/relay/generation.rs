@@ -75,7 +75,7 @@ impl Generation {
                         .migrations
                         .with_label_values(&["continued"])
                         .inc();
-                    tracing::warn!(rid = %spec.rid, error = %e, "worker failed before its first token; starting elsewhere");
+                    tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
                 }
                 other => break other,
             }

@@ -10,11 +10,14 @@
 //! c, default 1.25); otherwise the walk continues clockwise. So a hot key overflows to its ring
 //! successors, always the same ones, instead of piling onto one worker.
 //!
-//! The ring is rebuilt only when the candidate list (healthy workers, in order) changes, detected
-//! by a fingerprint. Points hash only the worker's URL, so a rebuild is the same ring minus or
-//! plus that worker's points, and every replica (or a restarted gateway) builds the same ring
-//! whatever order it learnt its workers in.
+//! The ring holds every worker it has seen since the last membership change, and a pick walks
+//! it skipping points whose worker is not a candidate: a retry that excludes a worker (or a
+//! worker that is unhealthy for a while) is the same ring minus that worker's points, with no
+//! rebuild. It is rebuilt only when a candidate is missing from it, or cleared when a worker
+//! leaves the registry. Points hash only the worker's URL, so every replica (or a restarted
+//! gateway) builds the same ring whatever order it learnt its workers in.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::prefix_index::{hash_page, mix64};
@@ -26,21 +29,26 @@ const VNODES: u64 = 160;
 
 #[derive(Default)]
 struct Ring {
-    fingerprint: u64,
-    /// (point, candidate index), sorted by point.
-    points: Vec<(u64, usize)>,
+    /// The workers that own points, sorted.
+    members: Vec<WorkerId>,
+    /// (point, owner), sorted by point.
+    points: Vec<(u64, WorkerId)>,
+}
+
+impl Ring {
+    fn covers(&self, workers: &[&Arc<Worker>]) -> bool {
+        workers
+            .iter()
+            .all(|w| self.members.binary_search(&w.id).is_ok())
+    }
 }
 
 pub struct ConsistentHash {
     load_factor: f64,
     page_size: usize,
     ring: RwLock<Ring>,
-}
-
-fn fingerprint(workers: &[&Arc<Worker>]) -> u64 {
-    workers
-        .iter()
-        .fold(workers.len() as u64, |h, w| mix64(h ^ u64::from(w.id.0)))
+    /// Rings built so far: exclusions must not add to it (checked by the tests).
+    builds: AtomicU64,
 }
 
 /// FNV-1a, then avalanche: session keys are short strings.
@@ -62,6 +70,7 @@ impl ConsistentHash {
             },
             page_size: page_size.max(1),
             ring: RwLock::default(),
+            builds: AtomicU64::new(0),
         }
     }
 
@@ -75,21 +84,19 @@ impl ConsistentHash {
         }
     }
 
-    fn rebuild(&self, workers: &[&Arc<Worker>], fp: u64) {
-        let mut points: Vec<(u64, usize)> = workers
+    fn rebuild(&self, workers: &[&Arc<Worker>]) {
+        let mut points: Vec<(u64, WorkerId)> = workers
             .iter()
-            .enumerate()
-            .flat_map(|(i, w)| {
-                let base = hash_str(w.url());
-                (0..VNODES).map(move |v| (mix64(base ^ v.wrapping_mul(0x9e37_79b9_7f4a_7c15)), i))
+            .flat_map(|w| {
+                let (base, id) = (hash_str(w.url()), w.id);
+                (0..VNODES).map(move |v| (mix64(base ^ v.wrapping_mul(0x9e37_79b9_7f4a_7c15)), id))
             })
             .collect();
         points.sort_unstable();
-        let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
-        *ring = Ring {
-            fingerprint: fp,
-            points,
-        };
+        let mut members: Vec<WorkerId> = workers.iter().map(|w| w.id).collect();
+        members.sort_unstable();
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        *self.ring.write().unwrap_or_else(|e| e.into_inner()) = Ring { members, points };
     }
 }
 
@@ -98,15 +105,13 @@ impl Policy for ConsistentHash {
         if workers.is_empty() {
             return None;
         }
-        let fp = fingerprint(workers);
-        let stale = self
+        let covered = self
             .ring
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .fingerprint
-            != fp;
-        if stale {
-            self.rebuild(workers, fp);
+            .covers(workers);
+        if !covered {
+            self.rebuild(workers);
         }
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let n = workers.len();
@@ -114,21 +119,24 @@ impl Policy for ConsistentHash {
         let capacity = (self.load_factor * (total + 1) as f64 / n as f64).ceil() as usize;
         let key = self.key(req);
         let start = ring.points.partition_point(|p| p.0 < key);
-        let fits = |i: usize| workers.get(i).is_some_and(|w| w.in_flight() < capacity);
+        // Points of workers that are not candidates (excluded by a retry, unhealthy) are
+        // skipped: the walk is the one the ring without them would make.
         let mut walk = ring.points[start..]
             .iter()
             .chain(&ring.points[..start])
-            .map(|p| p.1);
-        // A rebuild racing with another membership can leave a ring for another list; the
-        // bounds check in `fits` plus the fallback keep that to one odd pick.
-        let owner = walk.clone().next().filter(|&i| i < n).unwrap_or(0);
+            .filter_map(|p| workers.iter().position(|w| w.id == p.1));
+        // A membership change racing with this pick can leave a ring without the candidates;
+        // the fallback keeps that to one odd pick.
+        let owner = walk.clone().next().unwrap_or(0);
         // Some worker is at or below the mean, and the mean is below capacity: the walk ends.
-        let chosen = walk.find(|&i| fits(i)).unwrap_or(owner);
+        let chosen = walk
+            .find(|&i| workers.get(i).is_some_and(|w| w.in_flight() < capacity))
+            .unwrap_or(owner);
         Some(Pick::at(chosen))
     }
 
     fn on_workers_changed(&self, _live: &[WorkerId]) {
-        // The next pick sees a new candidate list and rebuilds; clearing here frees the old ring.
+        // A worker left: its points go with the whole ring, and the next pick builds a new one.
         *self.ring.write().unwrap_or_else(|e| e.into_inner()) = Ring::default();
     }
 }
@@ -220,6 +228,36 @@ mod tests {
             }
         }
         assert_eq!(p.pick(&RouteRequest::default(), &[]), None);
+    }
+
+    #[test]
+    fn exclusion_walks_the_same_ring_without_rebuilding_it() {
+        let ws = crate::routing::test_workers(5);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = ConsistentHash::new(1.25, 16);
+        let keys: Vec<String> = (0..200).map(|s| format!("k{s}")).collect();
+        let homes: Vec<usize> = keys.iter().map(|k| pick_key(&p, k, &refs)).collect();
+        assert_eq!(p.builds.load(Ordering::Relaxed), 1);
+        for (k, &home) in keys.iter().zip(&homes) {
+            // A retry: the home worker is excluded from the candidates.
+            let rest: Vec<_> = ws.iter().filter(|w| w.id != ws[home].id).collect();
+            let retried = rest[pick_key(&p, k, &rest)].id;
+            // The ring built without that worker, from scratch, picks the same successor.
+            let fresh = ConsistentHash::new(1.25, 16);
+            assert_eq!(rest[pick_key(&fresh, k, &rest)].id, retried, "{k}");
+            assert_ne!(retried, ws[home].id);
+            // And the full candidate list goes home again.
+            assert_eq!(pick_key(&p, k, &refs), home, "{k}");
+        }
+        assert_eq!(
+            p.builds.load(Ordering::Relaxed),
+            1,
+            "an exclusion rebuilt the ring"
+        );
+        // A new worker is not on the ring: that is a rebuild.
+        let more = crate::routing::test_workers(6);
+        pick_key(&p, "k0", &more.iter().collect::<Vec<_>>());
+        assert_eq!(p.builds.load(Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -144,13 +144,13 @@ async fn status_error(worker: &Origin, resp: Response<Incoming>) -> UpstreamErro
         .unwrap_or_default();
     let message = crate::protocol::sglang::error_message(&body).unwrap_or_else(|| {
         format!(
-            "worker {} answered {}: {}",
-            worker.url,
+            "the worker answered {}: {}",
             status,
             String::from_utf8_lossy(&body).trim()
         )
     });
     UpstreamError::Status {
+        url: worker.url.clone(),
         status,
         message,
         retry_after,

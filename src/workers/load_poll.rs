@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tokio::task::JoinSet;
 
 use super::{EngineLoad, Registry, Worker, WorkerId};
 use crate::upstream::Client;
@@ -140,39 +141,73 @@ async fn discover(
     (Source::None, None)
 }
 
+/// A worker's load source and how many polls of it failed in a row.
+type SourceState = (Source, u32);
+
+/// Polls one worker (looking for its source again after too many misses) and records what it
+/// reports; returns the worker's new source state.
+async fn poll_worker(
+    client: Client,
+    worker: Arc<Worker>,
+    (source, misses): SourceState,
+    timeout: Duration,
+) -> SourceState {
+    let (state, load) = if misses >= REDISCOVER_AFTER {
+        let (found, load) = discover(&client, &worker, timeout).await;
+        ((found, 0), load)
+    } else {
+        let load = poll(&client, &worker, source, timeout).await;
+        // A source that stops answering (worker restarted as another version) is looked for
+        // again after a few misses.
+        let misses = if load.is_some() { 0 } else { misses + 1 };
+        ((source, misses), load)
+    };
+    if let Some(load) = load {
+        worker.set_engine_load(load);
+    }
+    state
+}
+
+/// Every tick, starts a poll of each healthy worker whose previous poll has finished. Polls run
+/// concurrently, at most one per worker, and each records its figure when it lands: a worker
+/// that stalls holds only its own poll, never the others' (nor the next tick).
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,
     interval: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut sources: HashMap<WorkerId, (Source, u32)> = HashMap::new();
+        let mut sources: HashMap<WorkerId, SourceState> = HashMap::new();
+        let mut polls: JoinSet<SourceState> = JoinSet::new();
+        let mut polling: HashMap<tokio::task::Id, WorkerId> = HashMap::new();
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let timeout = interval.max(Duration::from_millis(200));
         loop {
-            tick.tick().await;
-            let workers = registry.snapshot();
-            sources.retain(|id, _| workers.iter().any(|w| w.id == *id));
-            for w in workers.iter().filter(|w| w.is_healthy()) {
-                let (source, misses) = sources
-                    .get(&w.id)
-                    .copied()
-                    .unwrap_or((Source::None, REDISCOVER_AFTER));
-                let load = if misses >= REDISCOVER_AFTER {
-                    let (found, load) = discover(&client, w, timeout).await;
-                    sources.insert(w.id, (found, 0));
-                    load
-                } else {
-                    let load = poll(&client, w, source, timeout).await;
-                    // A source that stops answering (worker restarted as another version) is
-                    // looked for again after a few misses.
-                    let misses = if load.is_some() { 0 } else { misses + 1 };
-                    sources.insert(w.id, (source, misses));
-                    load
-                };
-                if let Some(load) = load {
-                    w.set_engine_load(load);
+            tokio::select! {
+                _ = tick.tick() => {
+                    let workers = registry.snapshot();
+                    sources.retain(|id, _| workers.iter().any(|w| w.id == *id));
+                    for w in workers.iter().filter(|w| w.is_healthy()) {
+                        if polling.values().any(|id| *id == w.id) {
+                            continue;
+                        }
+                        let state = sources
+                            .get(&w.id)
+                            .copied()
+                            .unwrap_or((Source::None, REDISCOVER_AFTER));
+                        let task = polls.spawn(poll_worker(client.clone(), Arc::clone(w), state, timeout));
+                        polling.insert(task.id(), w.id);
+                    }
+                }
+                Some(done) = polls.join_next_with_id() => {
+                    let (task, state) = match done {
+                        Ok((task, state)) => (task, Some(state)),
+                        Err(e) => (e.id(), None),
+                    };
+                    if let (Some(id), Some(state)) = (polling.remove(&task), state) {
+                        sources.insert(id, state);
+                    }
                 }
             }
         }

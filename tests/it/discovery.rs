@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::support::fake_kube::{pod, FakeKube};
 use crate::support::{Proc, MODEL};
+use axum::routing::get;
 use serde_json::{json, Value};
 
 async fn gateway(kube: &FakeKube, extra: &[&str]) -> Proc {
@@ -141,6 +142,37 @@ async fn a_lost_watch_event_heals_on_the_next_relist() {
     kube.put_silently("b", None);
     kube.put_silently("c", Some(pod("c", labels(), true, c.port)));
     expect_workers(&gw.url, &[&a, &c], "the re-list drops b and finds c").await;
+}
+
+/// Twenty pods whose workers never answer `/v1/models` (issue 14, defect 9): their model checks
+/// run together, so a re-list takes about one check timeout (3 s) and a lost DELETE still heals.
+/// Checked one at a time, each list took 20 × 3 s and no re-list came within the wait.
+#[tokio::test]
+async fn unresponsive_pods_do_not_starve_the_relist() {
+    let kube = FakeKube::start().await;
+    let (a, b) = (support::sim(&[]).await, support::sim(&[]).await);
+    kube.put(pod("a", labels(), true, a.port));
+    kube.put(pod("b", labels(), true, b.port));
+    let silent = get(std::future::pending::<()>);
+    for i in 0..20 {
+        let url =
+            support::fake_worker(axum::Router::new().route("/v1/models", silent.clone())).await;
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        kube.put(pod(&format!("silent-{i:02}"), labels(), true, port));
+    }
+    let gw = gateway(&kube, &["--service-discovery-resync-secs", "1"]).await;
+    expect_workers(
+        &gw.url,
+        &[&a, &b],
+        "both answering pods, none of the silent ones",
+    )
+    .await;
+    kube.put_silently("b", None);
+    expect_workers(&gw.url, &[&a], "the re-list drops b").await;
 }
 
 #[tokio::test]

@@ -26,4 +26,5 @@ mod request_ids;
 mod request_props;
 mod retry_backoff;
 mod simulator;
+mod worker_addresses;
 mod workers_admin;

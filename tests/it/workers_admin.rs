@@ -2,7 +2,11 @@
 
 use crate::support;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use axum::routing::get;
 
 use crate::support::MODEL;
 use serde_json::{json, Value};
@@ -217,6 +221,56 @@ async fn engine_load_is_polled_from_the_worker() {
         async move {
             let v: Value = workers(&url, None).await.json().await.expect("json");
             v["workers"][0]["engine_load"]["running_requests"] == 1
+        }
+    })
+    .await;
+}
+
+/// Load polls run concurrently (issue 14, defect 11): twenty workers that stall their load
+/// reports do not hold up a healthy worker's figure. Polled one after another, each round waited
+/// 20 × the poll timeout (250 ms) before reaching the healthy worker.
+#[tokio::test]
+async fn workers_that_stall_their_load_reports_do_not_delay_the_others() {
+    let polls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&polls);
+    // Reports as many running requests as it was polled: its figure shows each refresh.
+    let healthy = support::fake_worker(axum::Router::new().route(
+        "/v1/loads",
+        get(move || {
+            let n = counted.fetch_add(1, Ordering::Relaxed) + 1;
+            async move { axum::Json(json!({"loads": [{"num_running_reqs": n}]})) }
+        }),
+    ))
+    .await;
+    let mut urls = Vec::new();
+    for _ in 0..20 {
+        // Answers its first poll, so the gateway keeps asking it, then never again.
+        let answered = Arc::new(AtomicBool::new(false));
+        let stalling = get(move || {
+            let first = !answered.swap(true, Ordering::Relaxed);
+            async move {
+                if !first {
+                    std::future::pending::<()>().await;
+                }
+                axum::Json(json!({"loads": []}))
+            }
+        });
+        urls.push(support::fake_worker(axum::Router::new().route("/v1/loads", stalling)).await);
+    }
+    // Last, so that a sequential round reaches it after all the stalled ones.
+    urls.push(healthy.clone());
+    let mut args = vec!["--load-poll-interval-ms", "250", "--worker-urls"];
+    args.extend(urls.iter().map(String::as_str));
+    let gw = support::gateway(&[], &args).await;
+    support::ready(&gw).await;
+    support::eventually("the healthy worker's load refreshed 12 times", || {
+        let (url, healthy) = (gw.url.clone(), healthy.clone());
+        async move {
+            let v: Value = workers(&url, None).await.json().await.expect("json");
+            v["workers"].as_array().into_iter().flatten().any(|w| {
+                w["url"] == healthy.as_str()
+                    && w["engine_load"]["running_requests"].as_u64() >= Some(12)
+            })
         }
     })
     .await;

@@ -5,8 +5,10 @@ pub mod fake_kube;
 pub mod llama;
 pub mod python;
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const MODEL: &str = "smollm2-135m-instruct";
@@ -17,6 +19,8 @@ pub struct Proc {
     pub port: u16,
     /// The separate metrics listener (`--prometheus-port`), if the process has one.
     pub metrics_url: Option<String>,
+    /// Its latest log lines (stderr).
+    logs: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Drop for Proc {
@@ -35,7 +39,16 @@ impl Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Its latest log lines (at most [`LOG_LINES_KEPT`]), oldest first, one per line.
+    pub fn logs(&self) -> String {
+        let lines = self.logs.lock().expect("log lines");
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
 }
+
+/// Log lines kept per process: enough for what a test just did, bounded for long tests.
+const LOG_LINES_KEPT: usize = 2000;
 
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{}", env!("CARGO_MANIFEST_DIR"), rel)
@@ -58,19 +71,17 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(if logs {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
+        .stderr(Stdio::piped())
         .spawn()
         .expect("cannot start switchboard");
     let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
     let mut proc = Proc {
         child,
         url: String::new(),
         port: 0,
         metrics_url: None,
+        logs: keep_logs(stderr, logs),
     };
     let head = tokio::time::timeout(START_LIMIT, read_stdout(stdout, listening, logs))
         .await
@@ -122,6 +133,26 @@ fn read_stdout(
         lines.for_each(|line| echo(&line));
     });
     rx
+}
+
+/// Drains a child's stderr (its log) on a thread, keeping the latest [`LOG_LINES_KEPT`] lines;
+/// with `SWITCHBOARD_TEST_LOGS` each is echoed to stderr as well.
+fn keep_logs(stderr: ChildStderr, echo: bool) -> Arc<Mutex<VecDeque<String>>> {
+    let kept = Arc::new(Mutex::new(VecDeque::new()));
+    let sink = Arc::clone(&kept);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if echo {
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
+            let Ok(mut lines) = sink.lock() else { return };
+            if lines.len() == LOG_LINES_KEPT {
+                lines.pop_front();
+            }
+            lines.push_back(line);
+        }
+    });
+    kept
 }
 
 /// Polls `url` until it answers 200, for at most 20 s.
