@@ -100,6 +100,15 @@ impl Generation {
         })
     }
 
+    /// The request's time limits.
+    pub fn deadlines(&self) -> super::reliability::Deadlines {
+        self.exchange.deadlines()
+    }
+
+    pub fn relay(&self) -> &Arc<Relay> {
+        self.exchange.relay()
+    }
+
     /// Token counts so far, as OpenAI's `usage`.
     pub fn usage(&self) -> crate::protocol::openai::Usage {
         let u = self.exchange.usage;
