@@ -42,6 +42,9 @@ pub struct GenerateStream {
     received: Received,
     completion_tokens: u32,
     detok: Option<IncrementalDecoder>,
+    /// The text is ours: decoded from the ids with `detok` even when the worker sends text (a
+    /// continued generation, whose worker cannot know what the earlier leg held back).
+    own_text: bool,
     tokenizer: Arc<Tokenizer>,
     stop: Vec<String>,
     stop_matched: Option<String>,
@@ -56,6 +59,7 @@ pub async fn start(
     input_ids: &[u32],
     params: &SamplingParams,
     rid: &str,
+    decoder: Option<IncrementalDecoder>,
 ) -> Result<GenerateStream, UpstreamError> {
     let body = serde_json::to_vec(&GenerateRequest {
         input_ids,
@@ -76,7 +80,8 @@ pub async fn start(
         worker: Arc::clone(worker),
         received: Received::default(),
         completion_tokens: 0,
-        detok: None,
+        own_text: decoder.is_some(),
+        detok: decoder,
         tokenizer,
         stop: params.stop.clone(),
         stop_matched: None,
@@ -168,8 +173,8 @@ impl GenerateStream {
             .received
             .take(chunk.text.as_deref(), ids, meta.completion_tokens);
         let text = match text {
-            Some(t) => t,
-            None => {
+            Some(t) if !self.own_text => t,
+            _ => {
                 let all = self.received.ids();
                 let new_ids = all.get(all.len() - added..).unwrap_or(&[]).to_vec();
                 self.detokenize(&new_ids)?
@@ -280,6 +285,11 @@ impl GenerateStream {
             let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
             counter.inc_by(u64::from(last.saturating_sub(received)));
         });
+    }
+
+    /// Our decoder, in the state it reached (`None` if the worker's text was used).
+    pub fn take_decoder(&mut self) -> Option<IncrementalDecoder> {
+        self.detok.take()
     }
 
     /// The output ids received so far.

@@ -10,6 +10,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Json;
 use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
 use serde_json::Value;
 
 /// One SSE chunk of a `/generate` stream, as the worker sends it.
@@ -21,19 +22,25 @@ pub fn event(chunk: &Value) -> Bytes {
 pub enum End {
     /// `data: [DONE]`, then the body ends.
     Done,
-    /// The connection breaks (the worker died mid-stream).
+    /// The connection breaks (the worker died mid-stream), once what came before had time
+    /// to reach the gateway.
     Reset,
 }
 
 /// A body of `events` then `end`.
 pub fn body(events: Vec<Value>, end: End) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
-    let mut items: Vec<Result<Bytes, std::io::Error>> =
-        events.iter().map(|e| Ok(event(e))).collect();
-    match end {
-        End::Done => items.push(Ok(Bytes::from_static(b"data: [DONE]\n\n"))),
-        End::Reset => items.push(Err(std::io::Error::other("worker died"))),
-    }
-    Box::pin(futures_util::stream::iter(items))
+    let events = futures_util::stream::iter(events.into_iter().map(|e| Ok(event(&e))));
+    let end = async move {
+        match end {
+            End::Done => Ok(Bytes::from_static(b"data: [DONE]\n\n")),
+            End::Reset => {
+                // A body error drops the connection with what was not yet written.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                Err(std::io::Error::other("worker died"))
+            }
+        }
+    };
+    Box::pin(events.chain(futures_util::stream::once(end)))
 }
 
 pub type Reply =
