@@ -1,6 +1,6 @@
 //! A generation moved to another worker (its worker died before or during the stream) keeps its
 //! accounting right: the request's prompt counts, the new worker's booked load, the dead
-//! worker's failure counted once.
+//! worker's failure counted once; and its text is that of one unbroken generation.
 
 use std::sync::Arc;
 
@@ -156,9 +156,15 @@ fn cumulative(tok: &Tokenizer, ids: &[u32], stop: &str, finish: bool) -> Vec<Val
 }
 
 /// Streams a chat whose answer is `answer`'s ids, with stop string `stop`: the first worker dies
-/// right after the first ids whose decode ends with `cut_after`, another one continues. Returns
-/// the client's joined text and its finish reason.
-async fn migrated(answer: &str, stop: &str, cut_after: &str) -> (String, String) {
+/// right after the first ids whose decode ends with `cut_after`, another one continues. The
+/// workers hold back text as if their stop string were `worker_stop`. Returns the client's
+/// joined text and its finish reason.
+async fn migrated(
+    answer: &str,
+    stop: &str,
+    worker_stop: &str,
+    cut_after: &str,
+) -> (String, String) {
     let tok = switchboard::bundled::tokenizer().expect("tokenizer");
     let ids = tok.encode(answer, false).expect("encode");
     let cut = (1..ids.len())
@@ -169,7 +175,7 @@ async fn migrated(answer: &str, stop: &str, cut_after: &str) -> (String, String)
         })
         .expect("a cut point");
     let (first, rest) = (ids[..cut].to_vec(), ids[cut..].to_vec());
-    let stop_owned = stop.to_owned();
+    let stop_owned = worker_stop.to_owned();
     // The same script on both workers: a first leg dies, a continuation (`…-m1`) runs to the end.
     let reply: scripted::Reply = Arc::new(move |req: &Value| {
         if req["rid"].as_str().is_some_and(|r| r.ends_with("-m1")) {
@@ -215,11 +221,17 @@ async fn text_held_back_when_a_worker_dies_reaches_the_client() {
     let whole = tok
         .decode(&tok.encode(answer, false).expect("encode"), true)
         .expect("decode");
-    let split_char = migrated(answer, "NEVER", "\u{FFFD}").await;
+    let split_char = migrated(answer, "NEVER", "NEVER", "\u{FFFD}").await;
     // The start of a stop string: the dead worker held "END"; " OF" arrives on the next leg.
-    let split_stop = migrated("one two END OF three", "END OF", "END").await;
+    let split_stop = migrated("one two END OF three", "END OF", "END OF", "END").await;
+    // A worker that held back more than the gateway would ("two"): it is sent at the switch.
+    let held_more = migrated("one two three", "NEVER", "two x", "two").await;
     assert_eq!(
-        (split_char, split_stop),
-        ((whole, "length".into()), ("one two ".into(), "stop".into()))
+        (split_char, split_stop, held_more),
+        (
+            (whole, "length".into()),
+            ("one two ".into(), "stop".into()),
+            ("one two three".into(), "length".into())
+        )
     );
 }
