@@ -259,9 +259,7 @@ impl Generation {
             }
         }
     }
-}
 
-impl Generation {
     /// The decoder a continued leg's text comes from, and the text that is due at once.
     ///
     /// A continuing worker decodes only its own output, so it cannot know what the dead

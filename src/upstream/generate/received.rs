@@ -75,10 +75,8 @@ impl Received {
             return text.to_owned();
         }
         if let Some(new) = text.strip_prefix(self.text.as_str()) {
-            let new = new.to_owned();
-            self.text.clear();
-            self.text.push_str(text);
-            return new;
+            self.text.push_str(new);
+            return new.to_owned();
         }
         // Not an extension of what came before: deltas, from here to the end.
         self.text_is_delta = true;
