@@ -146,23 +146,37 @@ async fn stream_without_reading(
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_ended_by_the_deadline() {
-    let (worker, seen) = endless_worker().await;
-    let gw = support::gateway(
-        &[],
-        &[
-            "--worker-urls",
-            &worker,
-            "--request-timeout-secs",
-            "2",
-            "--max-concurrent-requests",
-            "1",
-            "--queue-size",
-            "0",
-            "--load-poll-interval-ms",
-            "0",
-        ],
-    )
+    unread_streams_end_under(&["--request-timeout-secs", "2"]).await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_ended_by_the_idle_limit() {
+    unread_streams_end_under(&[
+        "--request-timeout-secs",
+        "0",
+        "--stream-idle-timeout-secs",
+        "1",
+    ])
     .await;
+}
+
+/// Streams whose client reads nothing past the headers, on the token-id and the forwarding
+/// path, under the deadline flags `limits`: each worker request is aborted, the load booking
+/// and the one admission slot freed, while the sockets stay open.
+async fn unread_streams_end_under(limits: &[&str]) {
+    let (worker, seen) = endless_worker().await;
+    let mut args = vec![
+        "--worker-urls",
+        &worker,
+        "--max-concurrent-requests",
+        "1",
+        "--queue-size",
+        "0",
+        "--load-poll-interval-ms",
+        "0",
+    ];
+    args.extend_from_slice(limits);
+    let gw = support::gateway(&[], &args).await;
     support::ready(&gw).await;
     let chat = json!({"model": MODEL, "max_tokens": 4000, "stream": true,
                       "messages": [{"role": "user", "content": "never read"}]});
