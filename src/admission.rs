@@ -5,9 +5,14 @@
 //!
 //! A slot is held until the response *body* ends or is dropped, not when the handler returns
 //! its headers: a stream occupies a worker for its whole length, so releasing the slot at the
-//! headers would let unbounded streams pile up behind the limit.
+//! headers would let unbounded streams pile up behind the limit. A stream produced by a task of
+//! its own (`relay::pump`) frees it when that task ends, so a client that stops reading cannot
+//! keep it.
 
 mod rate_limit;
+mod slot;
+
+pub use slot::SlotRelease;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -164,12 +169,16 @@ where
             };
             let resp = inner.call(req).await?;
             Ok(match permit {
-                Some(permit) => resp.map(|inner| {
-                    Body::new(SlotBody {
-                        inner,
-                        permit: Some(permit),
-                    })
-                }),
+                Some(permit) => {
+                    // A stream's producer may free the slot before its body ends (`SlotRelease`).
+                    let slot = resp
+                        .extensions()
+                        .get::<SlotRelease>()
+                        .cloned()
+                        .unwrap_or_default();
+                    slot.hold(permit);
+                    resp.map(|inner| Body::new(SlotBody { inner, slot }))
+                }
                 None => resp,
             })
         })
@@ -278,10 +287,16 @@ fn address_key(ip: IpAddr) -> Vec<u8> {
 }
 
 /// A response body that holds a concurrency slot until its last frame (or until dropped,
-/// e.g. when the client disconnects mid-stream).
+/// e.g. when the client disconnects mid-stream), or until its producer releases it.
 struct SlotBody {
     inner: Body,
-    permit: Option<OwnedSemaphorePermit>,
+    slot: SlotRelease,
+}
+
+impl Drop for SlotBody {
+    fn drop(&mut self) {
+        self.slot.release();
+    }
 }
 
 impl hyper::body::Body for SlotBody {
@@ -295,7 +310,7 @@ impl hyper::body::Body for SlotBody {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
             // Free the slot now rather than whenever the server gets round to dropping us.
-            self.permit = None;
+            self.slot.release();
         }
         polled
     }

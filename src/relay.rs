@@ -6,7 +6,8 @@
 //! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
 //! `generation` (token ids over `/generate`, with migration) and `passthrough` (bodies
 //! forwarded as they are, `observe` reading their token counts) → `format`, `stream`,
-//! `collect` (what the client sees of a generation).
+//! `collect` (what the client sees of a generation); `pump` drives a streamed body on its own
+//! task, so deadlines fire whether or not the client reads.
 
 pub mod collect;
 pub mod exchange;
@@ -14,6 +15,7 @@ pub mod format;
 pub mod generation;
 mod observe;
 pub mod passthrough;
+mod pump;
 pub mod reliability;
 pub mod retry;
 pub mod stream;

@@ -142,6 +142,11 @@ impl Exchange {
         }
     }
 
+    /// The request's time limits (a stream's pump waits on its client under them too).
+    pub fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
     pub fn has_first_token(&self) -> bool {
         self.timer.has_first_token()
     }
@@ -260,7 +265,7 @@ impl Drop for Exchange {
 }
 
 /// Resolves once the shutdown grace period is over (never, if the sender is gone).
-async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
     loop {
         if *rx.borrow_and_update() {
             return;

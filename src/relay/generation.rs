@@ -13,6 +13,7 @@ use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
 use crate::protocol::sglang::SamplingParams;
 use crate::routing::RouteRequest;
+use crate::tokenize::IncrementalDecoder;
 use crate::upstream::generate::{self, Delta, GenerateStream};
 use crate::upstream::UpstreamError;
 use crate::workers::WorkerId;
@@ -32,6 +33,11 @@ pub struct Generation {
     pending: Option<Delta>,
     /// Output ids relayed by earlier legs (the current leg's are in its stream).
     earlier_ids: Vec<u32>,
+    /// All text handed out so far, over every leg (a continued leg starts from it).
+    sent: String,
+    /// Text the client already has that a continued leg's decoder has yet to produce (the dead
+    /// worker had released more than our decoder would): cut from that leg's first text.
+    overlap: String,
     /// Tokens produced by earlier legs (a migrated leg counts from zero again).
     tokens_before_leg: u32,
     migrations: u32,
@@ -60,6 +66,7 @@ impl Generation {
                 &spec.params,
                 session,
                 &spec.rid,
+                None,
                 &mut tried,
             )
             .await
@@ -93,11 +100,22 @@ impl Generation {
             upstream,
             pending: Some(first),
             earlier_ids: Vec::new(),
+            sent: String::new(),
+            overlap: String::new(),
             tokens_before_leg: 0,
             migrations,
             continued: false,
             tried,
         })
+    }
+
+    /// The request's time limits.
+    pub fn deadlines(&self) -> super::reliability::Deadlines {
+        self.exchange.deadlines()
+    }
+
+    pub fn relay(&self) -> &Arc<Relay> {
+        self.exchange.relay()
     }
 
     /// Token counts so far, as OpenAI's `usage`.
@@ -151,6 +169,10 @@ impl Generation {
         delta.completion_tokens += self.tokens_before_leg;
         usage.completion_tokens = u64::from(delta.completion_tokens);
         delta.prompt_tokens = usage.prompt_tokens as u32;
+        if !self.overlap.is_empty() {
+            cut_overlap(&mut delta.text, &mut self.overlap);
+        }
+        self.sent.push_str(&delta.text);
         if delta.finish.is_some() {
             if self.upstream.stopped_here() {
                 self.exchange.succeed_early();
@@ -190,6 +212,8 @@ impl Generation {
         let mut relayed = std::mem::take(&mut self.earlier_ids);
         relayed.extend_from_slice(self.upstream.output_ids());
         let input: Vec<u32> = self.spec.prompt.iter().chain(&relayed).copied().collect();
+        let (decoder, catch_up) = self.carried_decoder(&relayed);
+        let catch_up = catch_up.unwrap_or_default();
         let rid = format!("{}-m{}", self.spec.rid, self.migrations);
         tracing::warn!(rid = %self.spec.rid, from = %self.exchange.url(), tokens = done_tokens, error = %cause, "worker failed mid-stream; continuing elsewhere");
         let session = self.spec.session_key.as_deref();
@@ -199,11 +223,13 @@ impl Generation {
             &params,
             session,
             &rid,
+            decoder.as_ref(),
             &mut self.tried,
         )
         .await
         {
-            Ok((upstream, first)) => {
+            Ok((upstream, mut first)) => {
+                first.text.insert_str(0, &catch_up);
                 // The old stream drops here; the old leg went when the new one was set.
                 self.upstream = upstream;
                 self.earlier_ids = relayed;
@@ -233,15 +259,72 @@ impl Generation {
             }
         }
     }
+
+    /// The decoder a continued leg's text comes from, and the text that is due at once.
+    ///
+    /// A continuing worker decodes only its own output, so it cannot know what the dead
+    /// worker's decoder held back (half a UTF-8 character, the start of a stop string, a
+    /// Metaspace leading space): the text of every continued leg is ours, decoded from the ids
+    /// with one decoder whose state spans the legs, so the client gets what one unbroken
+    /// generation of the same ids would give. The dead leg's own decoder is carried over when
+    /// it had one; otherwise a fresh one reads the ids relayed so far, and what it releases
+    /// beyond the text already sent (the worker's held-back part, now known to be safe) is due.
+    /// `None` (the worker's text is used as before) only if the ids cannot be decoded.
+    fn carried_decoder(&mut self, relayed: &[u32]) -> (Option<IncrementalDecoder>, Option<String>) {
+        if let Some(d) = self.upstream.take_decoder() {
+            return (Some(d), None);
+        }
+        let relay = Arc::clone(self.exchange.relay());
+        let mut d = relay
+            .tokenizer
+            .incremental_decoder(true, self.spec.params.stop.clone());
+        // One id at a time, as a stream would: a push whose window ends inside a character
+        // holds back the whole push, so one push of everything could release nothing.
+        let mut released = String::new();
+        for id in relayed {
+            match d.push(std::slice::from_ref(id)) {
+                Ok(delta) => released.push_str(delta.text),
+                Err(e) => {
+                    tracing::warn!(rid = %self.spec.rid, error = %e, "cannot decode the relayed ids; the continuation's own text is used");
+                    return (None, None);
+                }
+            }
+        }
+        // Our decoder may have released more than the worker sent (that part is due now), or
+        // less (the rest of what was sent is cut from what it releases next). A worker whose
+        // text is not this tokenizer's matches neither: nothing is repeated or guessed.
+        if let Some(due) = released.strip_prefix(self.sent.as_str()) {
+            return (Some(d), Some(due.to_owned()));
+        }
+        if let Some(ahead) = self.sent.strip_prefix(released.as_str()) {
+            self.overlap = ahead.to_owned();
+        }
+        (Some(d), None)
+    }
 }
 
-/// One leg through the retry loop: `/generate` with these ids, up to the first chunk.
+/// Cuts from `text` what of `overlap` it repeats; `overlap` keeps what is still to come.
+fn cut_overlap(text: &mut String, overlap: &mut String) {
+    if let Some(rest) = text.strip_prefix(overlap.as_str()) {
+        *text = rest.to_owned();
+        overlap.clear();
+    } else if let Some(rest) = overlap.strip_prefix(text.as_str()) {
+        *overlap = rest.to_owned();
+        text.clear();
+    } else {
+        overlap.clear();
+    }
+}
+
+/// One leg through the retry loop: `/generate` with these ids, up to the first chunk. With a
+/// `decoder`, the leg's text is decoded from its ids, continuing from the decoder's state.
 async fn open_leg(
     exchange: &mut Exchange,
     input_ids: &[u32],
     params: &SamplingParams,
     session_key: Option<&str>,
     rid: &str,
+    decoder: Option<&IncrementalDecoder>,
     tried: &mut Vec<WorkerId>,
 ) -> Result<(GenerateStream, Delta), GatewayError> {
     let relay = Arc::clone(exchange.relay());
@@ -264,6 +347,7 @@ async fn open_leg(
                 input_ids,
                 params,
                 rid,
+                decoder.cloned(),
             )
             .await?;
             relay

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -79,6 +78,8 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         let bytes = whole(&mut ex, resp.into_body()).await?;
         return Ok((status, [(header::CONTENT_TYPE, content_type)], bytes).into_response());
     }
+    let deadlines = ex.deadlines();
+    let shutdown = relay.shutdown.subscribe();
     let relayed = Relayed {
         upstream: resp.into_body(),
         ex,
@@ -87,9 +88,12 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
     };
     let stream = futures_util::stream::unfold(relayed, |mut r| async move {
         let chunk = r.next().await?;
-        Some((Ok::<Bytes, std::convert::Infallible>(chunk), r))
+        Some((chunk, r))
     });
-    let mut resp = (status, Body::from_stream(stream)).into_response();
+    // Driven by its own task, so the deadlines fire whether or not the client reads.
+    let (body, slot) = super::pump::spawn(stream, deadlines, shutdown);
+    let mut resp = (status, body).into_response();
+    resp.extensions_mut().insert(slot);
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, content_type);
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

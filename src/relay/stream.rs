@@ -1,6 +1,7 @@
 //! A generation relayed as OpenAI SSE: role chunk, content deltas, finish chunk, optional
-//! usage chunk, `[DONE]`. Dropping the body (client gone) drops the generation, which aborts
-//! the worker's request and releases its load.
+//! usage chunk, `[DONE]`, driven by its own task (`pump`). The client leaving (or falling behind
+//! past the deadlines) drops the generation, which aborts the worker's request and releases its
+//! load.
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
@@ -8,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::format::{Formatter, Kind};
+use super::pump;
 use super::Generation;
 use crate::error::GatewayError;
 use crate::stream::sse;
@@ -20,6 +22,8 @@ struct State {
 }
 
 pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -> Response {
+    let deadlines = generation.deadlines();
+    let shutdown = generation.relay().shutdown.subscribe();
     let state = State {
         generation,
         format,
@@ -33,12 +37,7 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
             st.started = true;
             st.format.role_chunk(&mut out);
         }
-        let end = |out: Vec<u8>| {
-            Some((
-                Ok::<Bytes, std::convert::Infallible>(Bytes::from(out)),
-                None,
-            ))
-        };
+        let end = |out: Vec<u8>| Some((Bytes::from(out), None));
         loop {
             match st.generation.next().await {
                 Ok(Some(delta)) => {
@@ -58,7 +57,7 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
                         return end(out);
                     }
                     if !out.is_empty() {
-                        return Some((Ok(Bytes::from(out)), Some(st)));
+                        return Some((Bytes::from(out), Some(st)));
                     }
                 }
                 Ok(None) => {
@@ -72,7 +71,10 @@ pub fn respond(generation: Generation, format: Formatter, include_usage: bool) -
             }
         }
     });
-    sse_headers(Body::from_stream(body))
+    let (body, slot) = pump::spawn(body, deadlines, shutdown);
+    let mut resp = sse_headers(body);
+    resp.extensions_mut().insert(slot);
+    resp
 }
 
 pub fn sse_headers(body: Body) -> Response {

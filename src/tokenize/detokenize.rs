@@ -28,8 +28,9 @@ pub struct DecodeDelta<'a> {
     pub finished: bool,
 }
 
-/// Turns output token ids, a step at a time, into text deltas.
-#[derive(Debug)]
+/// Turns output token ids, a step at a time, into text deltas. Cloned to carry its state
+/// (held-back text, window) from one worker's leg of a generation to the next.
+#[derive(Debug, Clone)]
 pub struct IncrementalDecoder {
     tokenizer: Tokenizer,
     skip_special_tokens: bool,

@@ -1,6 +1,8 @@
 //! SGLang's native `/generate` with our token ids, read back as a stream of text deltas.
-//! Handles cumulative (default) and incremental output, and workers that send only
-//! `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
+//! Handles cumulative (default) and incremental output (see `received`), and workers that send
+//! only `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
+
+mod received;
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use super::{Client, Origin, UpstreamError};
 use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest, SamplingParams};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
+use received::Received;
 
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -35,11 +38,13 @@ pub struct GenerateStream {
     body: Option<Incoming>,
     parser: SseParser,
     worker: Arc<Origin>,
-    text_len: usize,
-    /// Every output id of this response so far (so a generation can continue elsewhere).
-    ids: Vec<u32>,
+    /// Text and output ids so far (the ids so a generation can continue elsewhere).
+    received: Received,
     completion_tokens: u32,
     detok: Option<IncrementalDecoder>,
+    /// The text is ours: decoded from the ids with `detok` even when the worker sends text (a
+    /// continued generation, whose worker cannot know what the earlier leg held back).
+    own_text: bool,
     tokenizer: Arc<Tokenizer>,
     stop: Vec<String>,
     stop_matched: Option<String>,
@@ -54,6 +59,7 @@ pub async fn start(
     input_ids: &[u32],
     params: &SamplingParams,
     rid: &str,
+    decoder: Option<IncrementalDecoder>,
 ) -> Result<GenerateStream, UpstreamError> {
     let body = serde_json::to_vec(&GenerateRequest {
         input_ids,
@@ -72,10 +78,10 @@ pub async fn start(
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker: Arc::clone(worker),
-        text_len: 0,
-        ids: Vec::new(),
+        received: Received::default(),
         completion_tokens: 0,
-        detok: None,
+        own_text: decoder.is_some(),
+        detok: decoder,
         tokenizer,
         stop: params.stop.clone(),
         stop_matched: None,
@@ -163,25 +169,17 @@ impl GenerateStream {
         };
         let meta = chunk.meta_info;
         let ids = chunk.output_ids.unwrap_or_default();
-        // Cumulative chunks carry all ids so far; incremental ones fewer than the running count.
-        let cumulative = ids.len() as u32 == meta.completion_tokens && self.completion_tokens > 0;
-        let new_ids: &[u32] = if cumulative {
-            ids.get(self.ids.len()..).unwrap_or(&[])
-        } else {
-            &ids
+        let (text, added) = self
+            .received
+            .take(chunk.text.as_deref(), ids, meta.completion_tokens);
+        let text = match text {
+            Some(t) if !self.own_text => t,
+            _ => {
+                let all = self.received.ids();
+                let new_ids = all.get(all.len() - added..).unwrap_or(&[]).to_vec();
+                self.detokenize(&new_ids)?
+            }
         };
-        let text = match chunk.text {
-            Some(t) if cumulative => t.get(self.text_len..).unwrap_or("").to_owned(),
-            // First chunk (both modes agree) or incremental output.
-            Some(t) => t.into_owned(),
-            None => self.detokenize(new_ids)?,
-        };
-        if cumulative {
-            self.ids = ids; // the chunk's own list already holds them all
-        } else {
-            self.ids.extend_from_slice(&ids);
-        }
-        self.text_len += text.len();
         let new_tokens = meta
             .completion_tokens
             .saturating_sub(self.completion_tokens);
@@ -289,9 +287,14 @@ impl GenerateStream {
         });
     }
 
+    /// Our decoder, in the state it reached (`None` if the worker's text was used).
+    pub fn take_decoder(&mut self) -> Option<IncrementalDecoder> {
+        self.detok.take()
+    }
+
     /// The output ids received so far.
     pub fn output_ids(&self) -> &[u32] {
-        &self.ids
+        self.received.ids()
     }
 
     /// We ended the answer at a stop string while the worker may still be generating.

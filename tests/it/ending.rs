@@ -1,16 +1,20 @@
 //! Every request ends through one exchange, whatever the path: a forwarded answer is under the
-//! same deadlines as a generation, and a client that leaves before its first token is counted
-//! and its worker told, as one that leaves mid-stream.
+//! same deadlines as a generation, a client that leaves before its first token is counted
+//! and its worker told, as one that leaves mid-stream, and a client that stops reading cannot
+//! keep its worker, load booking or admission slot past the deadlines.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{self, MODEL};
+use crate::support::{self, scripted, MODEL};
 
 /// A worker that answers `/generate` with headers and then never sends the body.
 async fn stalling_worker() -> String {
@@ -90,4 +94,121 @@ async fn a_client_that_leaves_before_its_first_token_is_counted_and_aborted() {
         support::metric_sum(&text, "switchboard_client_aborts_total") >= 1.0 && left >= 1.0
     })
     .await;
+}
+
+/// A worker whose `/generate` streams 8 KiB chunks for ever (delta text and ids).
+async fn endless_worker() -> (String, scripted::Seen) {
+    let reply: scripted::Reply = Arc::new(|_req: &Value| {
+        let chunks = futures_util::stream::iter(1u32..).map(|i| {
+            let text = format!("{i:08} {}", "x".repeat(8 * 1024));
+            let chunk = json!({"text": text, "output_ids": [i],
+                               "meta_info": {"prompt_tokens": 3, "completion_tokens": i}});
+            Ok(scripted::event(&chunk))
+        });
+        Box::pin(chunks)
+    });
+    scripted::worker(reply).await
+}
+
+/// POSTs a streaming `body` to `path` on a raw socket with a small receive buffer, reads the
+/// response head and then nothing more; the socket stays open as long as the caller keeps it.
+async fn stream_without_reading(
+    gw: &support::Proc,
+    path: &str,
+    body: Value,
+) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut conn = socket
+        .connect(([127, 0, 0, 1], gw.port).into())
+        .await
+        .expect("connect");
+    let body = body.to_string();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.expect("write");
+    let mut got = Vec::new();
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let mut buf = [0u8; 256];
+        let n = conn.read(&mut buf).await.expect("read");
+        assert!(n > 0, "closed before the response head");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    conn
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_ended_by_the_deadline() {
+    unread_streams_end_under(&["--request-timeout-secs", "2"]).await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_ended_by_the_idle_limit() {
+    unread_streams_end_under(&[
+        "--request-timeout-secs",
+        "0",
+        "--stream-idle-timeout-secs",
+        "1",
+    ])
+    .await;
+}
+
+/// Streams whose client reads nothing past the headers, on the token-id and the forwarding
+/// path, under the deadline flags `limits`: each worker request is aborted, the load booking
+/// and the one admission slot freed, while the sockets stay open.
+async fn unread_streams_end_under(limits: &[&str]) {
+    let (worker, seen) = endless_worker().await;
+    let mut args = vec![
+        "--worker-urls",
+        &worker,
+        "--max-concurrent-requests",
+        "1",
+        "--queue-size",
+        "0",
+        "--load-poll-interval-ms",
+        "0",
+    ];
+    args.extend_from_slice(limits);
+    let gw = support::gateway(&[], &args).await;
+    support::ready(&gw).await;
+    let chat = json!({"model": MODEL, "max_tokens": 4000, "stream": true,
+                      "messages": [{"role": "user", "content": "never read"}]});
+    let generate = json!({"input_ids": [1, 2, 3], "stream": true,
+                          "sampling_params": {"max_new_tokens": 4000}});
+    let mut open = Vec::new();
+    // The token-id path, then the forwarding path (the second is admitted only if the first
+    // freed the one slot).
+    for (path, body) in [("/v1/chat/completions", chat), ("/generate", generate)] {
+        open.push(stream_without_reading(&gw, path, body).await);
+        let rid = seen.generate().last().expect("a generation")["rid"]
+            .as_str()
+            .expect("rid")
+            .to_owned();
+        support::eventually("the worker told to abort the unread stream", || async {
+            seen.aborts().contains(&rid)
+        })
+        .await;
+        support::eventually("gateway in-flight back to 0", || async {
+            support::gateway_in_flight(&gw.url).await == 0.0
+        })
+        .await;
+    }
+    // The only admission slot is free again, though both sockets are still open.
+    let next = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&json!({"model": MODEL, "max_tokens": 4, "stream": true,
+                      "messages": [{"role": "user", "content": "next"}]}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(next.status().as_u16(), 200, "the slot was freed");
+    drop(next);
+    drop(open);
 }

@@ -25,6 +25,7 @@ mod reliability;
 mod request_ids;
 mod request_props;
 mod retry_backoff;
+mod sglang_modes;
 mod simulator;
 mod worker_addresses;
 mod workers_admin;

@@ -1,10 +1,13 @@
 //! A generation moved to another worker (its worker died before or during the stream) keeps its
 //! accounting right: the request's prompt counts, the new worker's booked load, the dead
-//! worker's failure counted once.
+//! worker's failure counted once; and its text is that of one unbroken generation.
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::support::{self, Proc, MODEL};
+use crate::support::{self, scripted, Proc, MODEL};
+use switchboard::tokenize::Tokenizer;
 
 async fn set_faults(sim: &Proc, faults: Value) {
     let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
@@ -123,4 +126,112 @@ async fn a_failed_migration_counts_the_dead_worker_once() {
         r#"switchboard_migrations_total{outcome="failed"}"#,
     );
     assert_eq!(failed, Some(1.0));
+}
+
+/// The text a worker that decodes these output ids sends: their decode, less a trailing
+/// incomplete character and less a tail that may begin the stop string (both held back).
+fn worker_text(tok: &Tokenizer, ids: &[u32], stop: &str) -> String {
+    let text = tok.decode(ids, true).expect("decode");
+    let text = text.trim_end_matches('\u{FFFD}');
+    let held = (1..stop.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| {
+            text.is_char_boundary(text.len() - k) && stop.starts_with(&text[text.len() - k..])
+        })
+        .unwrap_or(0);
+    text[..text.len() - held].to_owned()
+}
+
+/// Cumulative chunks for `ids`, one id a step, as SGLang's default stream sends them; the text is
+/// what a worker decoding only these ids sends. The last one finishes if `finish`.
+fn cumulative(tok: &Tokenizer, ids: &[u32], stop: &str, finish: bool) -> Vec<Value> {
+    (1..=ids.len())
+        .map(|n| {
+            let done = finish && n == ids.len();
+            let reason = done.then(|| json!({"type": "length", "length": n}));
+            json!({"text": worker_text(tok, &ids[..n], stop), "output_ids": &ids[..n],
+                   "meta_info": {"prompt_tokens": 5, "completion_tokens": n, "finish_reason": reason}})
+        })
+        .collect()
+}
+
+/// Streams a chat whose answer is `answer`'s ids, with stop string `stop`: the first worker dies
+/// right after the first ids whose decode ends with `cut_after`, another one continues. The
+/// workers hold back text as if their stop string were `worker_stop`. Returns the client's
+/// joined text and its finish reason.
+async fn migrated(
+    answer: &str,
+    stop: &str,
+    worker_stop: &str,
+    cut_after: &str,
+) -> (String, String) {
+    let tok = switchboard::bundled::tokenizer().expect("tokenizer");
+    let ids = tok.encode(answer, false).expect("encode");
+    let cut = (1..ids.len())
+        .find(|&k| {
+            tok.decode(&ids[..k], true)
+                .expect("decode")
+                .ends_with(cut_after)
+        })
+        .expect("a cut point");
+    let (first, rest) = (ids[..cut].to_vec(), ids[cut..].to_vec());
+    let stop_owned = worker_stop.to_owned();
+    // The same script on both workers: a first leg dies, a continuation (`…-m1`) runs to the end.
+    let reply: scripted::Reply = Arc::new(move |req: &Value| {
+        if req["rid"].as_str().is_some_and(|r| r.ends_with("-m1")) {
+            scripted::body(
+                cumulative(&tok, &rest, &stop_owned, true),
+                scripted::End::Done,
+            )
+        } else {
+            scripted::body(
+                cumulative(&tok, &first, &stop_owned, false),
+                scripted::End::Reset,
+            )
+        }
+    });
+    let (a, _) = scripted::worker(Arc::clone(&reply)).await;
+    let (b, _) = scripted::worker(reply).await;
+    let gw = support::gateway(
+        &[],
+        &["--worker-urls", &a, &b, "--load-poll-interval-ms", "0"],
+    )
+    .await;
+    both_healthy(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": ids.len(), "stream": true, "stop": [stop],
+                      "messages": [{"role": "user", "content": "llamas"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.expect("body");
+    let (content, done) = support::chat_stream_content(&text);
+    assert!(done, "one uninterrupted stream: {text}");
+    let finish = support::sse_data(&text)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find_map(|v| v["choices"][0]["finish_reason"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    (content, finish)
+}
+
+#[tokio::test]
+async fn text_held_back_when_a_worker_dies_reaches_the_client() {
+    // Half a character: the dead worker sent "Hi " and held the emoji's first bytes.
+    let answer = "Hi 🦙🦙 there";
+    let tok = switchboard::bundled::tokenizer().expect("tokenizer");
+    let whole = tok
+        .decode(&tok.encode(answer, false).expect("encode"), true)
+        .expect("decode");
+    let split_char = migrated(answer, "NEVER", "NEVER", "\u{FFFD}").await;
+    // The start of a stop string: the dead worker held "END"; " OF" arrives on the next leg.
+    let split_stop = migrated("one two END OF three", "END OF", "END OF", "END").await;
+    // A worker that held back more than the gateway would ("two"): it is sent at the switch.
+    let held_more = migrated("one two three", "NEVER", "two x", "two").await;
+    assert_eq!(
+        (split_char, split_stop, held_more),
+        (
+            (whole, "length".into()),
+            ("one two ".into(), "stop".into()),
+            ("one two three".into(), "length".into())
+        )
+    );
 }

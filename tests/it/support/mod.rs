@@ -4,6 +4,7 @@
 pub mod fake_kube;
 pub mod llama;
 pub mod python;
+pub mod scripted;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -359,4 +360,18 @@ pub async fn stream_chat(gw: &str, content: String) -> Result<u16, String> {
         return Err(format!("stream without [DONE]: {text}"));
     }
     Ok(status)
+}
+
+/// The joined `delta.content` of a chat SSE body, and whether it ended with `[DONE]`.
+pub fn chat_stream_content(body: &str) -> (String, bool) {
+    let mut content = String::new();
+    let mut done = false;
+    for d in sse_data(body) {
+        if d == "[DONE]" {
+            done = true;
+        } else if let Ok(v) = serde_json::from_str::<serde_json::Value>(&d) {
+            content.push_str(v["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+        }
+    }
+    (content, done)
 }

@@ -1,0 +1,102 @@
+//! A streamed response driven by a task of its own, not by the client's reads: the exchange's
+//! deadlines, the worker's end and the client's departure are seen whether or not the client
+//! reads. The chunks go to the body through a small bounded channel, so a client that stops
+//! reading costs at most that many chunks (plus the server's write buffer). When the channel is
+//! full the task waits for the client under the same limit as for a worker (the idle gap, or
+//! what is left of the total time): a client that takes nothing for that long, or past the
+//! total deadline, is treated as gone. Its stream is dropped (the exchange ends as a 499, the
+//! worker is told to abort, its load booking released) and its admission slot freed, though the
+//! socket stays open with unread bytes in it.
+//!
+//! Per stream: one task and one channel; per chunk, a channel send and, only when the client is
+//! behind, a timer.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::watch;
+
+use super::exchange::stopped;
+use super::reliability::Deadlines;
+use crate::admission::SlotRelease;
+
+/// Chunks a stream may run ahead of its client.
+const BUFFERED_CHUNKS: usize = 16;
+
+/// Spawns the task that drives `chunks`; returns the body that reads from it and the handle
+/// through which the task frees the request's admission slot when it ends (to be put in the
+/// response's extensions).
+pub fn spawn<S>(
+    chunks: S,
+    deadlines: Deadlines,
+    shutdown: watch::Receiver<bool>,
+) -> (Body, SlotRelease)
+where
+    S: Stream<Item = Bytes> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(BUFFERED_CHUNKS);
+    let slot = SlotRelease::default();
+    let release = slot.clone();
+    tokio::spawn(async move {
+        drive(chunks, tx, deadlines, shutdown).await;
+        release.release();
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        let chunk = rx.recv().await?;
+        Some((Ok::<Bytes, Infallible>(chunk), rx))
+    });
+    (Body::from_stream(body), slot)
+}
+
+/// Moves chunks to the client until the stream ends, the client leaves, or the client falls
+/// behind for longer than the exchange allows. Dropping `chunks` on return ends the exchange.
+async fn drive<S>(
+    chunks: S,
+    tx: mpsc::Sender<Bytes>,
+    deadlines: Deadlines,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: Stream<Item = Bytes> + Send,
+{
+    let mut chunks = std::pin::pin!(chunks);
+    loop {
+        // The client may leave while we wait on the worker: notice it at once.
+        let chunk = tokio::select! {
+            biased;
+            c = chunks.next() => c,
+            () = tx.closed() => return,
+        };
+        let Some(chunk) = chunk else { return };
+        let chunk = match tx.try_send(chunk) {
+            Ok(()) => continue,
+            Err(TrySendError::Closed(_)) => return,
+            Err(TrySendError::Full(chunk)) => chunk,
+        };
+        // The client is behind: it gets the time a worker would get for its next chunk.
+        let (limit, what) = deadlines.next_wait(true);
+        let send = async {
+            match limit {
+                Some(l) => tokio::time::timeout(l, tx.send(chunk)).await.ok(),
+                None => Some(tx.send(chunk).await),
+            }
+        };
+        let sent = tokio::select! {
+            s = send => s,
+            () = stopped(&mut shutdown) => None,
+        };
+        match sent {
+            Some(Ok(())) => {}
+            Some(Err(_)) => return,
+            None => {
+                tracing::warn!(
+                    limit = what,
+                    "the client stopped reading its stream; ending it"
+                );
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! A hand-scripted SGLang worker: `/generate` answers with the SSE body a test builds, and
+//! every `/generate` body and `/abort_request` rid is recorded, for wire shapes and faults the
+//! simulator does not produce.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Json;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use serde_json::Value;
+
+/// One SSE chunk of a `/generate` stream, as the worker sends it.
+pub fn event(chunk: &Value) -> Bytes {
+    Bytes::from(format!("data: {chunk}\n\n"))
+}
+
+/// What the stream does after its scripted events.
+pub enum End {
+    /// `data: [DONE]`, then the body ends.
+    Done,
+    /// The connection breaks (the worker died mid-stream), once what came before had time
+    /// to reach the gateway.
+    Reset,
+}
+
+/// A body of `events` then `end`.
+pub fn body(events: Vec<Value>, end: End) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+    let events = futures_util::stream::iter(events.into_iter().map(|e| Ok(event(&e))));
+    let end = async move {
+        match end {
+            End::Done => Ok(Bytes::from_static(b"data: [DONE]\n\n")),
+            End::Reset => {
+                // A body error drops the connection with what was not yet written.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                Err(std::io::Error::other("worker died"))
+            }
+        }
+    };
+    Box::pin(events.chain(futures_util::stream::once(end)))
+}
+
+pub type Reply =
+    Arc<dyn Fn(&Value) -> BoxStream<'static, Result<Bytes, std::io::Error>> + Send + Sync>;
+
+/// What a scripted worker saw.
+#[derive(Clone, Default)]
+pub struct Seen {
+    /// Every `/generate` body, in arrival order.
+    pub generate: Arc<Mutex<Vec<Value>>>,
+    /// The `rid` of every `/abort_request`.
+    pub aborts: Arc<Mutex<Vec<String>>>,
+}
+
+impl Seen {
+    pub fn aborts(&self) -> Vec<String> {
+        self.aborts.lock().expect("aborts").clone()
+    }
+
+    pub fn generate(&self) -> Vec<Value> {
+        self.generate.lock().expect("generate").clone()
+    }
+}
+
+/// Starts a worker whose `/generate` streams `reply(request body)`; returns its URL and what it saw.
+pub async fn worker(reply: Reply) -> (String, Seen) {
+    let seen = Seen::default();
+    let (on_generate, on_abort) = (seen.clone(), seen.clone());
+    let generate = move |Json(req): Json<Value>| {
+        let body = reply(&req);
+        on_generate.generate.lock().expect("generate").push(req);
+        async move {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(Body::from_stream(body))
+                .unwrap_or_default()
+        }
+    };
+    let abort = move |Json(req): Json<Value>| {
+        let rid = req["rid"].as_str().unwrap_or_default().to_owned();
+        on_abort.aborts.lock().expect("aborts").push(rid);
+        async { "" }
+    };
+    let app = axum::Router::new()
+        .route("/generate", post(generate))
+        .route("/abort_request", post(abort));
+    (super::fake_worker(app).await, seen)
+}
