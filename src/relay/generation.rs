@@ -58,6 +58,9 @@ impl Generation {
         let mut exchange = Exchange::new(relay, endpoint, start);
         let mut tried = Vec::new();
         let mut migrations = 0;
+        // Why the last restart was needed: if no worker is left to restart on, that is the
+        // client's error, not "no healthy worker".
+        let mut died: Option<UpstreamError> = None;
         let opened = loop {
             let session = spec.session_key.as_deref();
             match open_leg(
@@ -83,8 +86,14 @@ impl Generation {
                         .with_label_values(&["continued"])
                         .inc();
                     tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
+                    died = Some(e);
                 }
-                other => break other,
+                other => {
+                    break match (other, died.take()) {
+                        (Err(GatewayError::Route(_)), Some(e)) => Err(GatewayError::Upstream(e)),
+                        (other, _) => other,
+                    }
+                }
             }
         };
         let (upstream, first) = match opened {

@@ -64,6 +64,22 @@ async fn a_restart_before_the_first_token_reports_the_prompt() {
     );
 }
 
+/// The only worker dies before its first token: the restart finds nobody, and the client
+/// learns what happened (the worker broke off), not "no healthy worker".
+#[tokio::test]
+async fn a_restart_with_no_worker_left_reports_the_workers_failure() {
+    let dying = support::sim(&["--time-scale", "0.01"]).await;
+    set_faults(&dying, json!({"die_after_tokens": 0})).await;
+    let gw = support::gateway(&[&dying], &[]).await;
+    let body = json!({"model": MODEL, "max_tokens": 4,
+                      "messages": [{"role": "user", "content": "hello"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    let status = r.status().as_u16();
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(status, 502, "{v}");
+    assert_ne!(v["error"]["code"], "no_worker_available", "{v}");
+}
+
 #[tokio::test]
 async fn a_continued_leg_releases_its_prefill_at_its_first_token() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
