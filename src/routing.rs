@@ -43,6 +43,9 @@ pub struct RouteRequest<'a> {
 pub struct Pick {
     pub index: usize,
     pub predicted_cached: usize,
+    /// Set by [`select`], not by policies: the half-open breaker probe this request claimed
+    /// (its claim time), to be released if the request ends without a verdict.
+    pub probe: Option<u64>,
 }
 
 impl Pick {
@@ -50,6 +53,7 @@ impl Pick {
         Pick {
             index,
             predicted_cached: 0,
+            probe: None,
         }
     }
 }
@@ -118,8 +122,10 @@ pub fn select(
             .pick(req, &healthy)
             .ok_or(RouteError::NoHealthyWorker)?;
         let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
-        if worker.breaker.admit() {
-            return Ok((Arc::clone(worker), pick));
+        let admission = worker.breaker.admit();
+        if admission.admitted() {
+            let probe = admission.probe();
+            return Ok((Arc::clone(worker), Pick { probe, ..pick }));
         }
         healthy.remove(pick.index);
     }

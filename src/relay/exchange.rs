@@ -39,7 +39,8 @@ impl Leg {
         let uncached = prompt_len.saturating_sub(pick.predicted_cached) as u64;
         Leg {
             guard: LoadGuard::book(Arc::clone(worker), uncached)
-                .with_prediction(pick.predicted_cached),
+                .with_prediction(pick.predicted_cached)
+                .with_probe(pick.probe),
             abort: rid.map(|rid| {
                 AbortOnDrop::new(
                     relay.client.clone(),

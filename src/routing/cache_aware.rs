@@ -132,6 +132,7 @@ impl Policy for CacheAware {
         Some(Pick {
             index: chosen,
             predicted_cached: depth[chosen] * self.index.page_size(),
+            probe: None,
         })
     }
 

@@ -102,6 +102,7 @@ impl Policy for PrefixCost {
         Some(Pick {
             index,
             predicted_cached: cached,
+            probe: None,
         })
     }
 

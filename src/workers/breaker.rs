@@ -35,6 +35,28 @@ impl BreakerState {
     }
 }
 
+/// What [`Breaker::admit`] let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Refused,
+    Admitted,
+    /// The half-open probe, claimed at this time (ms since the breaker's epoch).
+    Probe(u64),
+}
+
+impl Admission {
+    pub fn admitted(self) -> bool {
+        self != Admission::Refused
+    }
+
+    pub fn probe(self) -> Option<u64> {
+        match self {
+            Admission::Probe(at) => Some(at),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Breaker {
     failures: AtomicU32,
@@ -75,22 +97,36 @@ impl Breaker {
         }
     }
 
-    /// The worker was picked: `true` if it may take the request. When half-open this claims the
-    /// one probe, and `false` means another request holds it (pick another worker).
-    pub fn admit(&self) -> bool {
+    /// The worker was picked: whether it may take the request. When half-open this claims the
+    /// one probe, and `Refused` means another request holds it (pick another worker).
+    pub fn admit(&self) -> Admission {
         match self.state() {
-            BreakerState::Closed => true,
-            BreakerState::Open => false,
+            BreakerState::Closed => Admission::Admitted,
+            BreakerState::Open => Admission::Refused,
             BreakerState::HalfOpen => {
                 let (since, now) = (self.probe_since_ms.load(Ordering::Acquire), now_ms());
                 // `max(1)`: 0 means "no probe", and the epoch's first millisecond is a real time.
-                probe_free(since, now)
+                let claim = now.max(1);
+                let claimed = probe_free(since, now)
                     && self
                         .probe_since_ms
-                        .compare_exchange(since, now.max(1), Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
+                        .compare_exchange(since, claim, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok();
+                if claimed {
+                    Admission::Probe(claim)
+                } else {
+                    Admission::Refused
+                }
             }
         }
+    }
+
+    /// The probe claimed at `claim` ended without a verdict (its client left): the next request
+    /// may probe at once instead of after [`PROBE_TIMEOUT`]. A later claim is left alone.
+    pub fn release_probe(&self, claim: u64) {
+        let _ = self
+            .probe_since_ms
+            .compare_exchange(claim, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 
     pub fn record_success(&self) {
@@ -171,20 +207,23 @@ mod tests {
         for _ in 0..3 {
             assert!(b.allows());
         }
-        assert!(b.admit(), "the first picked request is the probe");
+        assert!(
+            b.admit().admitted(),
+            "the first picked request is the probe"
+        );
         assert!(!b.allows(), "no second request while the probe is out");
-        assert!(!b.admit());
+        assert!(!b.admit().admitted());
         // The probe fails: open again, for a whole new cool-down.
         b.record_failure();
         assert_eq!(b.state(), BreakerState::Open);
-        assert!(!b.admit());
+        assert!(!b.admit().admitted());
         // After it, one probe again; its success closes the breaker for everyone.
         b.half_open_now();
-        assert!(b.admit());
-        assert!(!b.admit());
+        assert!(b.admit().admitted());
+        assert!(!b.admit().admitted());
         b.record_success();
         assert_eq!(b.state(), BreakerState::Closed);
-        assert!((0..3).all(|_| b.admit()));
+        assert!((0..3).all(|_| b.admit().admitted()));
     }
 
     #[test]
@@ -193,7 +232,7 @@ mod tests {
         b.half_open_now();
         let admitted: usize = std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
-                .map(|_| s.spawn(|| (0..100).filter(|_| b.admit()).count()))
+                .map(|_| s.spawn(|| (0..100).filter(|_| b.admit().admitted()).count()))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
         });

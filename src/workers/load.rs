@@ -10,6 +10,8 @@ pub struct LoadGuard {
     prefill_tokens: u64,
     /// Prompt tokens the routing policy expected this worker to have cached.
     predicted_cached: usize,
+    /// The half-open probe this request holds (its claim), until a verdict is reported.
+    probe: Option<u64>,
 }
 
 impl LoadGuard {
@@ -19,7 +21,15 @@ impl LoadGuard {
             worker,
             prefill_tokens,
             predicted_cached: 0,
+            probe: None,
         }
+    }
+
+    /// This request is the worker's half-open probe: if it ends without a verdict (the client
+    /// left), the probe is released rather than held until it times out.
+    pub fn with_probe(mut self, claim: Option<u64>) -> LoadGuard {
+        self.probe = claim;
+        self
     }
 
     /// The first token arrived: the prompt is no longer queued prefill work.
@@ -40,7 +50,8 @@ impl LoadGuard {
     }
 
     /// Reports how the request went to the worker's circuit breaker.
-    pub fn outcome(&self, worker_fault: bool) {
+    pub fn outcome(&mut self, worker_fault: bool) {
+        self.probe = None;
         if worker_fault {
             self.worker.breaker.record_failure();
         } else {
@@ -57,6 +68,9 @@ impl Drop for LoadGuard {
     fn drop(&mut self) {
         self.prefill_done();
         self.worker.release();
+        if let Some(claim) = self.probe {
+            self.worker.breaker.release_probe(claim);
+        }
     }
 }
 
@@ -74,5 +88,25 @@ mod tests {
         assert_eq!(w.pending_prefill(), 0);
         drop(g);
         assert_eq!(w.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_probe_that_ends_without_a_verdict_frees_the_next_probe() {
+        let w = Arc::new(Worker::new(WorkerId(0), "http://127.0.0.1:1").unwrap());
+        w.breaker.half_open_now();
+        let claim = w.breaker.admit().probe();
+        assert!(claim.is_some());
+        assert!(!w.breaker.allows(), "one probe at a time");
+        // The client left: no verdict, and the next request may probe at once.
+        drop(LoadGuard::book(Arc::clone(&w), 0).with_probe(claim));
+        let claim = w.breaker.admit().probe();
+        assert!(claim.is_some(), "the probe was released");
+        // A probe with a verdict keeps it: its failure reopened the breaker.
+        let mut g = LoadGuard::book(Arc::clone(&w), 0).with_probe(claim);
+        for _ in 0..crate::workers::breaker::FAILURES_TO_OPEN {
+            g.outcome(true);
+        }
+        drop(g);
+        assert!(!w.breaker.allows());
     }
 }
