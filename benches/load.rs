@@ -19,6 +19,8 @@ mod client;
 mod procs;
 #[path = "load/report.rs"]
 mod report;
+#[path = "load/scenario.rs"]
+mod scenario;
 #[path = "load/workload.rs"]
 mod workload;
 
@@ -27,72 +29,16 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
 use procs::Proc;
 use report::{Pcts, Phase};
+use scenario::Scenario;
 use workload::{Api, Shape, Workload};
 
 /// Core of the gateway under `--pin`; the sims and the load generator share the other one.
 const GATEWAY_CORE: usize = 0;
 const SIM_CORE: usize = 1;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Scenario {
-    /// Non-streaming chat, 16 tokens, concurrency 64, zero-latency sims
-    Nonstream,
-    /// 256 concurrent chat streams of 64 tokens, worker TTFT 20 ms / ITL 10 ms
-    Streams,
-    /// Unique ~2,000-word prompts, 32 concurrent streams
-    Longprompt,
-    /// 1,000 open slow streams: gateway KiB per stream
-    Memory,
-    /// Small non-streaming chat requests while two clients send 512 KiB prompts back to back
-    Bigprompts,
-}
-
-/// Engine knobs giving a flat 20 ms prefill and a flat 10 ms decode step at any batch size, so
-/// the worker's TTFT/ITL do not depend on how the gateway spreads the load.
-const FLAT_20_10: &str = "--prefill-base-us 20000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
-    --decode-base-us 10000 --decode-batch-knee 1024 --decode-per-seq-us 0 --decode-per-1k-ctx-us 0";
-
-impl Scenario {
-    fn preset(self) -> Vec<String> {
-        let (flags, sim): (&str, String) = match self {
-            Scenario::Nonstream => (
-                "--api chat --concurrency 64 --max-tokens 16 --policy prefix_cost",
-                "--zero-latency".into(),
-            ),
-            Scenario::Streams => (
-                "--api chat --stream --concurrency 256 --max-tokens 64 --policy prefix_cost",
-                FLAT_20_10.into(),
-            ),
-            Scenario::Longprompt => (
-                "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
-                 --policy prefix_cost",
-                FLAT_20_10.into(),
-            ),
-            // 500 ms decode steps: a 64-token stream lasts ~32 s, longer than warm-up + window,
-            // so all 1,000 are open (past their first token) when RSS is read.
-            Scenario::Memory => (
-                "--api chat --stream --concurrency 1000 --max-tokens 64 --warmup 4 --secs 3 \
-                 --policy prefix_cost",
-                "--prefill-base-us 1000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
-                 --decode-base-us 500000 --decode-batch-knee 2048 --decode-per-seq-us 0 \
-                 --decode-per-1k-ctx-us 0 --max-running-requests 1024"
-                    .into(),
-            ),
-            Scenario::Bigprompts => (
-                "--api chat --concurrency 16 --max-tokens 16 --big-prompts 2 --skip-direct \
-                 --policy prefix_cost",
-                "--zero-latency".into(),
-            ),
-        };
-        let mut v: Vec<String> = flags.split_whitespace().map(String::from).collect();
-        v.push(format!("--sim-args={sim}"));
-        v
-    }
-}
 
 #[derive(Parser, Debug)]
 #[command(

@@ -43,3 +43,46 @@ pub(crate) fn bytes_per_token_bound(hf: &tokenizers::Tokenizer) -> Option<usize>
     };
     Some(longest.max(floor).max(MIN_BOUND).saturating_mul(shrink))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::tokenize::tests::{load, ALL};
+
+    /// The text bound must never reject a prompt that fits: no token of any shipped tokenizer
+    /// stands for more text than the bound, checked on each token alone and on texts that pack many
+    /// bytes into few tokens (runs of spaces and symbols, long words, full-width and combining
+    /// characters that a normalizer folds).
+    #[test]
+    fn no_token_covers_more_text_than_the_bound() {
+        let samples = [
+            " ".repeat(4000),
+            "=".repeat(4000),
+            "\n".repeat(999),
+            "-".repeat(3000) + "\t\t\t" + &"_".repeat(2000),
+            "Ａ".repeat(500) + &"e\u{301}".repeat(500),
+            "internationalization ".repeat(200),
+            "0".repeat(1000),
+        ];
+        for name in ALL {
+            let tok = load(name);
+            let bound = tok
+                .max_bytes_per_token()
+                .expect("BPE tokenizers have a bound");
+            for id in 0..tok.vocab_size() as u32 {
+                let text = tok.decode(&[id], false).unwrap_or_default();
+                assert!(
+                    text.len() <= bound,
+                    "{name}: token {id} {text:?} over {bound}"
+                );
+            }
+            for text in &samples {
+                let n = tok.encode(text, false).unwrap().len().max(1);
+                assert!(
+                    text.len() <= n * bound,
+                    "{name}: {} bytes in {n} tokens",
+                    text.len()
+                );
+            }
+        }
+    }
+}
