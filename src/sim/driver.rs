@@ -103,9 +103,14 @@ impl Driver {
         })
     }
 
-    /// SGLang matches rids by prefix, so one abort also ends `n > 1` sub-requests.
+    /// SGLang's front end passes an abort on only when that exact rid is live
+    /// (`TokenizerManager.abort_request`); the scheduler then matches by prefix
+    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests.
     pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
         let mut core = self.lock();
+        if !all && !core.subscribers.values().any(|s| s.rid == rid_prefix) {
+            return 0;
+        }
         let ids: Vec<RequestId> = core
             .subscribers
             .iter()

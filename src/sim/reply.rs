@@ -88,9 +88,34 @@ pub async fn answer<F: Format>(mut run: Run, stream: bool, format: F) -> Respons
         .into_response()
 }
 
+/// A stream that is over before it began: a 200 with `events` (a refusal SGLang sends after
+/// its headers), then `data: [DONE]`.
+pub fn sse_once(mut events: Vec<u8>) -> Response {
+    events.extend_from_slice(sse::DONE);
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        events,
+    )
+        .into_response()
+}
+
+/// A stream whose handler raised after the 200 was sent: headers, then the connection breaks
+/// with no event and no `[DONE]` (an uncaught exception inside a Starlette `StreamingResponse`).
+pub fn cut_stream() -> Response {
+    let mut resp = reset();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    resp
+}
+
 /// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
 /// hyper drops the connection without a complete response.
-fn reset() -> Response {
+pub fn reset() -> Response {
     let failing = futures_util::stream::once(async { Err::<Bytes, _>(StreamFault::Die) });
     Response::new(Body::from_stream(failing))
 }

@@ -35,6 +35,8 @@ pub struct Run {
     /// Tokens the client has been told about.
     pub produced: usize,
     pub aborted: bool,
+    /// Left the waiting queue (its prefill began): an abort now ends a running request.
+    admitted: bool,
     ticket: Ticket,
     state: Arc<SimState>,
     started: Instant,
@@ -89,6 +91,7 @@ impl Run {
             cached_tokens: 0,
             produced: 0,
             aborted: false,
+            admitted: false,
             ticket,
             state: Arc::clone(state),
             started: Instant::now(),
@@ -136,6 +139,10 @@ impl Run {
         let new_tokens = produced - self.produced;
         self.record_latency(new_tokens);
         self.produced = produced;
+        if self.finished() && new_tokens > 0 {
+            // Counted once the last token is known, as SGLang does when a request finishes.
+            self.state.metrics.e2e.observe(self.e2e_latency());
+        }
         if die.is_some() {
             // The tokens up to the limit still go out; the connection breaks on the next read.
             self.dying = true;
@@ -152,6 +159,7 @@ impl Run {
     fn apply(&mut self, p: Progress, latest: &mut Option<usize>) {
         match p {
             Progress::Started { cached_tokens } => {
+                self.admitted = true;
                 self.cached_tokens = cached_tokens;
                 self.state
                     .metrics
@@ -180,9 +188,6 @@ impl Run {
             }
         }
         self.last_token_at = Some(now);
-        if self.finished() {
-            m.e2e.observe(self.e2e_latency());
-        }
     }
 
     pub fn finished(&self) -> bool {
@@ -197,8 +202,15 @@ impl Run {
 
     pub fn finish_reason(&self) -> Option<FinishReason> {
         if self.aborted {
+            // The scheduler's two abort paths: popped from the waiting queue (the tokenizer's
+            // fallback message), or a running request finished with `FINISH_ABORT()`.
+            let message = if self.admitted {
+                "Aborted"
+            } else {
+                "Abort in waiting queue"
+            };
             Some(FinishReason::Abort {
-                message: Some("Abort in waiting queue".into()),
+                message: Some(message.into()),
                 status_code: None,
                 err_type: None,
             })
