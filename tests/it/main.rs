@@ -25,5 +25,6 @@ mod reliability;
 mod request_ids;
 mod request_props;
 mod retry_backoff;
+mod sglang_refusals;
 mod simulator;
 mod workers_admin;
