@@ -105,7 +105,12 @@ pub fn sse_once(mut events: Vec<u8>) -> Response {
 /// A stream whose handler raised after the 200 was sent: headers, then the connection breaks
 /// with no event and no `[DONE]` (an uncaught exception inside a Starlette `StreamingResponse`).
 pub fn cut_stream() -> Response {
-    let mut resp = reset();
+    // The headers go out while the body waits; then it fails.
+    let failing = futures_util::stream::once(async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        Err::<Bytes, _>(StreamFault::Die)
+    });
+    let mut resp = Response::new(Body::from_stream(failing));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/event-stream"),
@@ -115,7 +120,7 @@ pub fn cut_stream() -> Response {
 
 /// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
 /// hyper drops the connection without a complete response.
-pub fn reset() -> Response {
+fn reset() -> Response {
     let failing = futures_util::stream::once(async { Err::<Bytes, _>(StreamFault::Die) });
     Response::new(Body::from_stream(failing))
 }

@@ -26,5 +26,6 @@ mod request_ids;
 mod request_props;
 mod retry_backoff;
 mod sglang_refusals;
+mod sim_versions;
 mod simulator;
 mod workers_admin;
