@@ -44,8 +44,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engine::{Engine, EngineConfig, TimingModel};
-use version::SglangVersion;
 use state::{unix_now, SimState};
+use version::SglangVersion;
 
 use crate::tokenize::Tokenizer;
 

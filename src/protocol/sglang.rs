@@ -261,7 +261,10 @@ mod tests {
             })
         );
         // 0.5.9: message only, and only a ValueError (bad input) gets there.
-        assert_eq!(error_event(br#"{"error":{"message":"bad"}}"#).map(|e| e.status), Some(400));
+        assert_eq!(
+            error_event(br#"{"error":{"message":"bad"}}"#).map(|e| e.status),
+            Some(400)
+        );
         let oai = br#"{"error":{"object":"error","message":"The request queue is full.","type":"SERVICE_UNAVAILABLE","param":null,"code":503}}"#;
         assert_eq!(error_event(oai).map(|e| e.status), Some(503));
         assert_eq!(error_event(br#"{"text":"a","meta_info":{}}"#), None);

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::reply::{self, bad_request, json, run_error, Format};
 use super::run::{Run, RunError, Update};
-use super::validate;
 use super::state::SimState;
+use super::validate;
 use crate::protocol::sglang::{FinishReason, SamplingParams};
 use crate::stream::sse;
 
@@ -54,7 +54,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     };
     let params = match sampling_params(&state, input.sampling_params, input.stream) {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let prompt = match (input.text, input.input_ids) {
         (None, Some(ids)) => match serde_json::from_value::<Vec<u32>>(ids) {
@@ -108,7 +108,11 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         // The scheduler's refusals reach a stream as an abort chunk after the 200
         // (`_wait_one_response` yields it for status 400 and 503).
         Err(e @ (RunError::QueueFull | RunError::BadRequest(_))) if input.stream => {
-            let status = if matches!(e, RunError::QueueFull) { 503 } else { 400 };
+            let status = if matches!(e, RunError::QueueFull) {
+                503
+            } else {
+                400
+            };
             return reply::sse_once(abort_chunk(&rid, &e.to_string(), status));
         }
         Err(e) => return run_error(e),
@@ -130,24 +134,26 @@ fn sampling_params(
     state: &SimState,
     raw: Option<Value>,
     stream: bool,
-) -> Result<SamplingParams, Response> {
+) -> Result<SamplingParams, Box<Response>> {
     let Some(raw) = raw else {
         return Ok(SamplingParams::default());
     };
-    match serde_json::from_value::<SamplingParams>(raw) {
-        Ok(p) => Ok(p),
-        Err(e) if !state.version.rejects_unknown_sampling_keys() && is_unknown_field(&e) => {
-            Err(if stream {
-                reply::cut_stream()
+    serde_json::from_value::<SamplingParams>(raw).map_err(|e| {
+        Box::new(
+            if !state.version.rejects_unknown_sampling_keys() && is_unknown_field(&e) {
+                if stream {
+                    reply::cut_stream()
+                } else {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
+                }
             } else {
-                (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
-            })
-        }
-        Err(e) => Err(json(
-            StatusCode::BAD_REQUEST,
-            &serde_json::json!({ "error": e.to_string() }),
-        )),
-    }
+                json(
+                    StatusCode::BAD_REQUEST,
+                    &serde_json::json!({ "error": e.to_string() }),
+                )
+            },
+        )
+    })
 }
 
 fn is_unknown_field(e: &serde_json::Error) -> bool {

@@ -20,20 +20,33 @@ pub fn sampling(p: &SamplingParams) -> Result<(), String> {
     }
     // -1 means "disabled" (SGLang turns it into 2^30 before verifying).
     if let Some(k) = p.top_k.filter(|k| *k != -1 && *k < 1) {
-        return Err(format!("top_k must be -1 (disable) or at least 1, got {k}."));
+        return Err(format!(
+            "top_k must be -1 (disable) or at least 1, got {k}."
+        ));
     }
     if !within(p.frequency_penalty, -2.0, 2.0) {
-        return Err(format!("frequency_penalty must be in [-2, 2], got {:?}.", p.frequency_penalty));
+        return Err(format!(
+            "frequency_penalty must be in [-2, 2], got {:?}.",
+            p.frequency_penalty
+        ));
     }
     if !within(p.presence_penalty, -2.0, 2.0) {
-        return Err(format!("presence_penalty must be in [-2, 2], got {:?}.", p.presence_penalty));
+        return Err(format!(
+            "presence_penalty must be in [-2, 2], got {:?}.",
+            p.presence_penalty
+        ));
     }
     if !within(p.repetition_penalty, 0.0, 2.0) {
-        return Err(format!("repetition_penalty must be in [0, 2], got {:?}.", p.repetition_penalty));
+        return Err(format!(
+            "repetition_penalty must be in [0, 2], got {:?}.",
+            p.repetition_penalty
+        ));
     }
     if let (Some(min), Some(max)) = (p.min_new_tokens, p.max_new_tokens) {
         if min > max {
-            return Err(format!("min_new_tokens must be in [0, max_new_tokens({max})], got {min}."));
+            return Err(format!(
+                "min_new_tokens must be in [0, max_new_tokens({max})], got {min}."
+            ));
         }
     }
     let grammars = [&p.json_schema, &p.regex, &p.ebnf];
@@ -81,7 +94,10 @@ mod tests {
     #[test]
     fn sampling_bounds_follow_verify() {
         use serde_json::json;
-        assert!(sampling(&params(json!({"temperature": 0.0, "top_p": 1.0, "top_k": -1}))).is_ok());
+        assert!(sampling(&params(
+            json!({"temperature": 0.0, "top_p": 1.0, "top_k": -1})
+        ))
+        .is_ok());
         for bad in [
             json!({"temperature": -1}),
             json!({"top_p": 2}),

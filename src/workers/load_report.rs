@@ -139,7 +139,12 @@ pub fn merge(
 ) -> (EngineLoad, LoadSources) {
     let (a, sa) = first;
     let pick = |own: Option<u64>, other: fn(&Reading) -> Option<u64>| -> (u64, LoadSource) {
-        match (own, second.as_ref().and_then(|(b, sb)| other(b).map(|v| (v, *sb)))) {
+        match (
+            own,
+            second
+                .as_ref()
+                .and_then(|(b, sb)| other(b).map(|v| (v, *sb))),
+        ) {
             (Some(v), _) => (v, sa),
             (None, Some(found)) => found,
             (None, None) => (0, LoadSource::None),
@@ -215,7 +220,10 @@ mod tests {
     fn legacy_alone_and_unknown_shapes() {
         let legacy = br#"[{"dp_rank":0,"num_reqs":5,"num_waiting_reqs":1,"num_tokens":900}]"#;
         let r = get_load(legacy, None).unwrap();
-        assert_eq!((r.running, r.waiting, r.waiting_tokens), (Some(4), Some(1), Some(900)));
+        assert_eq!(
+            (r.running, r.waiting, r.waiting_tokens),
+            (Some(4), Some(1), Some(900))
+        );
         assert_eq!(v1_loads(b"<html>"), None);
         assert_eq!(get_load(b"{}", None), None);
         let (load, sources) = merge((Reading::default(), LoadSource::Metrics), None);
@@ -227,7 +235,10 @@ mod tests {
     fn reads_prometheus_gauges_of_sglang_and_llama_cpp() {
         let sglang = "# HELP x\nsglang:num_running_reqs{dp_rank=\"0\"} 3\nsglang:num_running_reqs{dp_rank=\"1\"} 2\nsglang:num_queue_reqs 4\n";
         let r = metrics(sglang).unwrap();
-        assert_eq!((r.running, r.waiting, r.waiting_tokens), (Some(5), Some(4), None));
+        assert_eq!(
+            (r.running, r.waiting, r.waiting_tokens),
+            (Some(5), Some(4), None)
+        );
         let llama = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n";
         let r = metrics(llama).unwrap();
         assert_eq!((r.running, r.waiting), (Some(2), Some(1)));

@@ -39,7 +39,10 @@ async fn bad_input_refused_inside_a_stream_is_a_400() {
         )
         .await;
         assert_eq!(status, 400, "{version} /generate over the context: {body}");
-        let msg = error_of(&body)["message"].as_str().unwrap_or_default().to_owned();
+        let msg = error_of(&body)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert!(msg.contains("context length"), "{version}: {body}");
 
         let (status, body) = post(
@@ -49,7 +52,9 @@ async fn bad_input_refused_inside_a_stream_is_a_400() {
         .await;
         assert_eq!(status, 400, "{version} /generate temperature -1: {body}");
         assert!(
-            error_of(&body)["message"].as_str().is_some_and(|m| m.contains("temperature")),
+            error_of(&body)["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("temperature")),
             "{version}: {body}"
         );
 
@@ -60,7 +65,11 @@ async fn bad_input_refused_inside_a_stream_is_a_400() {
         )
         .await;
         assert_eq!(status, 400, "{version} chat over the context: {body}");
-        assert_eq!(error_of(&body)["type"], "invalid_request_error", "{version}: {body}");
+        assert_eq!(
+            error_of(&body)["type"],
+            "invalid_request_error",
+            "{version}: {body}"
+        );
     }
 }
 
@@ -99,10 +108,16 @@ async fn queue_full_while_streaming_is_retried_on_another_worker() {
         let gw = support::gateway(&[&full, &free], &["--policy", "round_robin"]).await;
         // Round robin sends one of each pair to the full worker first.
         for i in 0..2 {
-            for (path, body) in [("/generate", generate_stream()), ("/v1/chat/completions", chat_stream())] {
+            for (path, body) in [
+                ("/generate", generate_stream()),
+                ("/v1/chat/completions", chat_stream()),
+            ] {
                 let (status, text) = post(format!("{}{path}", gw.url), &body).await;
                 assert_eq!(status, 200, "{version} {path} #{i}: {text}");
-                assert!(text.contains("[DONE]") && !text.contains("\"error\""), "{version} {path}: {text}");
+                assert!(
+                    text.contains("[DONE]") && !text.contains("\"error\""),
+                    "{version} {path}: {text}"
+                );
             }
         }
         let retries = support::metric_sum(
@@ -118,9 +133,15 @@ async fn queue_full_while_streaming_on_the_only_worker_is_a_503() {
     for version in VERSIONS {
         let (full, _hog) = full_sim(version).await;
         let gw = support::gateway(&[&full], &[]).await;
-        for (path, body) in [("/generate", generate_stream()), ("/v1/chat/completions", chat_stream())] {
+        for (path, body) in [
+            ("/generate", generate_stream()),
+            ("/v1/chat/completions", chat_stream()),
+        ] {
             let (status, text) = post(format!("{}{path}", gw.url), &body).await;
-            assert!(matches!(status, 503 | 429), "{version} {path}: {status} {text}");
+            assert!(
+                matches!(status, 503 | 429),
+                "{version} {path}: {status} {text}"
+            );
         }
     }
 }

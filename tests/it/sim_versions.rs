@@ -22,19 +22,35 @@ fn events(body: &str) -> Vec<Value> {
 async fn streaming_deltas_differ_by_version() {
     for (version, text_is_cumulative) in [("0.5.9", true), ("0.5.23", false)] {
         // A token every 20 ms, so the reader keeps up and sees one chunk per token.
-        let sim = support::sim(&["--sglang-version", version, "--stream-output", "--decode-base-us", "20000"]).await;
+        let sim = support::sim(&[
+            "--sglang-version",
+            version,
+            "--stream-output",
+            "--decode-base-us",
+            "20000",
+        ])
+        .await;
         let (_, body) = generate(&sim.url, json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 6, "ignore_eos": true}, "stream": true})).await;
         let chunks = events(&body.expect("body"));
-        let ids: usize = chunks.iter().map(|c| c["output_ids"].as_array().map_or(0, Vec::len)).sum();
+        let ids: usize = chunks
+            .iter()
+            .map(|c| c["output_ids"].as_array().map_or(0, Vec::len))
+            .sum();
         assert_eq!(ids, 6, "{version}: output_ids are deltas");
         let texts: Vec<&str> = chunks.iter().filter_map(|c| c["text"].as_str()).collect();
         let last = *texts.last().expect("text");
         let joined: String = texts.concat();
         if text_is_cumulative {
-            assert!(texts.windows(2).all(|w| w[1].starts_with(w[0])), "{version}: {texts:?}");
+            assert!(
+                texts.windows(2).all(|w| w[1].starts_with(w[0])),
+                "{version}: {texts:?}"
+            );
             assert_ne!(joined, last, "{version}: more than one chunk");
         } else {
-            assert!(joined.len() > last.len(), "{version}: text deltas {texts:?}");
+            assert!(
+                joined.len() > last.len(),
+                "{version}: text deltas {texts:?}"
+            );
         }
     }
 }
@@ -59,7 +75,11 @@ async fn context_bound_and_validation_follow_each_version() {
         let (status, _) = generate(&sim.url, json!({"input_ids": (1..=10).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 7}})).await;
         assert_eq!(status, 400, "{version}");
         for bad in [json!({"temperature": -1}), json!({"top_p": 2})] {
-            let (status, _) = generate(&sim.url, json!({"input_ids": [1, 2], "sampling_params": bad})).await;
+            let (status, _) = generate(
+                &sim.url,
+                json!({"input_ids": [1, 2], "sampling_params": bad}),
+            )
+            .await;
             assert_eq!(status, 400, "{version} {bad}");
         }
         let (status, body) = generate(&sim.url, json!({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2, "stop_regex": "\\d+"}})).await;
@@ -71,13 +91,25 @@ async fn context_bound_and_validation_follow_each_version() {
 async fn a_stream_refused_by_the_front_end_is_a_200_with_an_error_event() {
     for (version, code) in [("0.5.9", Value::Null), ("0.5.23", json!(400))] {
         let sim = support::sim(&["--sglang-version", version, "--context-length", "16"]).await;
-        let (status, body) = generate(&sim.url, json!({"input_ids": (1..=20).collect::<Vec<u32>>(), "stream": true})).await;
+        let (status, body) = generate(
+            &sim.url,
+            json!({"input_ids": (1..=20).collect::<Vec<u32>>(), "stream": true}),
+        )
+        .await;
         let body = body.expect("body");
         assert_eq!(status, 200, "{version}");
         let first = &events(&body)[0];
-        assert!(first["error"]["message"].as_str().is_some_and(|m| m.contains("context length")), "{version}: {body}");
+        assert!(
+            first["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("context length")),
+            "{version}: {body}"
+        );
         assert_eq!(first["error"]["code"], code, "{version}: {body}");
-        assert!(body.trim_end().ends_with("data: [DONE]"), "{version}: {body}");
+        assert!(
+            body.trim_end().ends_with("data: [DONE]"),
+            "{version}: {body}"
+        );
     }
 }
 
@@ -85,13 +117,17 @@ async fn a_stream_refused_by_the_front_end_is_a_200_with_an_error_event() {
 async fn an_unknown_sampling_key_is_a_400_on_0_5_23_and_uncaught_on_0_5_9() {
     let new = support::sim(&["--sglang-version", "0.5.23"]).await;
     let old = support::sim(&["--sglang-version", "0.5.9"]).await;
-    let body = |stream| json!({"input_ids": [1, 2], "sampling_params": {"bogus": 1}, "stream": stream});
+    let body =
+        |stream| json!({"input_ids": [1, 2], "sampling_params": {"bogus": 1}, "stream": stream});
     assert_eq!(generate(&new.url, body(false)).await.0, 400);
     assert_eq!(generate(&new.url, body(true)).await.0, 400);
     assert_eq!(generate(&old.url, body(false)).await.0, 500);
     let (status, rest) = generate(&old.url, body(true)).await;
     assert_eq!(status, 200);
-    assert!(rest.is_err() || !rest.as_deref().unwrap_or("").contains("[DONE]"), "{rest:?}");
+    assert!(
+        rest.is_err() || !rest.as_deref().unwrap_or("").contains("[DONE]"),
+        "{rest:?}"
+    );
 }
 
 #[tokio::test]
@@ -116,7 +152,10 @@ async fn queue_full_in_an_openai_stream_differs_by_version() {
         assert_eq!(r.status().as_u16(), 200, "{version}");
         let rest = r.text().await;
         if version == "0.5.9" {
-            assert!(rest.as_deref().map_or(true, |t| !t.contains("[DONE]")), "{rest:?}");
+            assert!(
+                rest.as_deref().map_or(true, |t| !t.contains("[DONE]")),
+                "{rest:?}"
+            );
         } else {
             let text = rest.expect("body");
             assert_eq!(events(&text)[0]["error"]["code"], 503, "{text}");
@@ -126,7 +165,11 @@ async fn queue_full_in_an_openai_stream_differs_by_version() {
         let (status, body) = generate(&sim.url, json!({"input_ids": [4], "stream": true})).await;
         let body = body.expect("body");
         assert_eq!(status, 200);
-        assert_eq!(events(&body)[0]["meta_info"]["finish_reason"]["status_code"], 503, "{body}");
+        assert_eq!(
+            events(&body)[0]["meta_info"]["finish_reason"]["status_code"],
+            503,
+            "{body}"
+        );
     }
 }
 
@@ -135,18 +178,43 @@ async fn info_routes_and_metrics_are_as_sglang_sends_them() {
     for version in ["0.5.9", "0.5.23"] {
         let sim = support::sim(&["--sglang-version", version, "--zero-latency"]).await;
         let get = |path: &str| support::client().get(format!("{}{path}", sim.url)).send();
-        let info: Value = get("/server_info").await.expect("info").json().await.expect("json");
+        let info: Value = get("/server_info")
+            .await
+            .expect("info")
+            .json()
+            .await
+            .expect("json");
         assert_eq!(info["version"], version);
         assert_eq!(info["context_length"], Value::Null, "null unless set");
-        let model: Value = get("/model_info").await.expect("model").json().await.expect("json");
+        let model: Value = get("/model_info")
+            .await
+            .expect("model")
+            .json()
+            .await
+            .expect("json");
         assert!(model.get("max_context_length").is_none(), "{model}");
-        let loads: Value = get("/v1/loads").await.expect("loads").json().await.expect("json");
-        let has_uncached = loads["loads"][0].get("num_waiting_uncached_tokens").is_some();
+        let loads: Value = get("/v1/loads")
+            .await
+            .expect("loads")
+            .json()
+            .await
+            .expect("json");
+        let has_uncached = loads["loads"][0]
+            .get("num_waiting_uncached_tokens")
+            .is_some();
         assert_eq!(has_uncached, version == "0.5.23", "{loads}");
         let get_load = get("/get_load").await.expect("get_load").status().as_u16();
         assert_eq!(get_load, if version == "0.5.9" { 200 } else { 404 });
-        generate(&sim.url, json!({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}})).await;
+        let (status, _) = generate(
+            &sim.url,
+            json!({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}}),
+        )
+        .await;
+        assert_eq!(status, 200);
         let e2e = support::sim_metric(&sim.url, "sglang:e2e_request_latency_seconds_count").await;
-        assert_eq!(e2e, 1.0, "{version}: the e2e histogram records finished requests");
+        assert_eq!(
+            e2e, 1.0,
+            "{version}: the e2e histogram records finished requests"
+        );
     }
 }

@@ -233,12 +233,18 @@ async fn abort_request_frees_the_slot() {
     let rest = r.text().await.expect("rest");
     let last: Value = support::sse_data(&rest)
         .iter()
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .last()
+        .rev()
+        .find_map(|d| serde_json::from_str(d).ok())
         .expect("an abort chunk");
     // A running request ends "Aborted", with its cumulative text and ids.
-    assert_eq!(last["meta_info"]["finish_reason"]["message"], "Aborted", "{rest}");
-    assert!(!last["output_ids"].as_array().expect("ids").is_empty(), "{rest}");
+    assert_eq!(
+        last["meta_info"]["finish_reason"]["message"], "Aborted",
+        "{rest}"
+    );
+    assert!(
+        !last["output_ids"].as_array().expect("ids").is_empty(),
+        "{rest}"
+    );
     let v: Value = support::client()
         .get(format!("{}/v1/loads", sim.url))
         .send()

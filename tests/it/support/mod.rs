@@ -152,7 +152,10 @@ pub const SIM_VERSION_ENV: &str = "SWITCHBOARD_SIM_SGLANG_VERSION";
 pub async fn sim(extra: &[&str]) -> Proc {
     let mut args = vec!["sim".to_string(), "--port".into(), "0".into()];
     if !extra.contains(&"--sglang-version") {
-        if let Some(v) = std::env::var(SIM_VERSION_ENV).ok().filter(|v| !v.is_empty()) {
+        if let Some(v) = std::env::var(SIM_VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
             args.extend(["--sglang-version".into(), v]);
         }
     }
