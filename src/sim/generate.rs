@@ -91,9 +91,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         if !input.stream {
             return bad_request(&message);
         }
-        let mut out = Vec::new();
-        sse::write_json_event(&mut out, &state.version.generate_error_event(&message));
-        return reply::sse_once(out);
+        return error_event(&state, &message);
     }
     let rid = input
         .rid
@@ -107,6 +105,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         Ok(run) => run,
         // The scheduler's refusals reach a stream as an abort chunk after the 200
         // (`_wait_one_response` yields it for status 400 and 503).
+        Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),
         Err(e @ (RunError::QueueFull | RunError::BadRequest(_))) if input.stream => {
             let status = if matches!(e, RunError::QueueFull) {
                 503
@@ -158,6 +157,13 @@ fn sampling_params(
 
 fn is_unknown_field(e: &serde_json::Error) -> bool {
     e.to_string().starts_with("unknown field")
+}
+
+/// A front-end `ValueError` in a stream: a 200 with the version's error event, then `[DONE]`.
+fn error_event(state: &SimState, message: &str) -> Response {
+    let mut out = Vec::new();
+    sse::write_json_event(&mut out, &state.version.generate_error_event(message));
+    reply::sse_once(out)
 }
 
 /// The chunk a scheduler abort with an HTTP status sends, then `[DONE]`.

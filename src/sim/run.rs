@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::driver::{Progress, Ticket};
+use super::driver::{Progress, SubmitError, Ticket};
 use super::engine::Rejection;
 use super::plan::Plan;
 use super::state::{ReceivedRequest, SimState};
@@ -16,6 +16,9 @@ pub enum RunError {
     BadRequest(String),
     #[error("The request queue is full.")]
     QueueFull,
+    /// A front-end `ValueError` (0.5.23), unlike the scheduler's refusals above.
+    #[error("{0}")]
+    Duplicate(String),
     #[error("injected fault: internal server error")]
     Injected,
 }
@@ -78,10 +81,16 @@ impl Run {
         let plan = Plan::new(&state.vocab, &prompt, &params, state.eos_probability);
         let ticket = state
             .driver
-            .submit(&rid, prompt, plan.output_ids.clone())
+            .submit(
+                &rid,
+                prompt,
+                plan.output_ids.clone(),
+                state.version.same_rid(),
+            )
             .map_err(|r| match r {
-                Rejection::QueueFull => RunError::QueueFull,
-                other => RunError::BadRequest(other.to_string()),
+                SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
+                SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
+                e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
             })?;
         state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {

@@ -1,6 +1,8 @@
 //! `--sglang-version`: the SGLang release whose wire behaviour the simulator follows where 0.5.9
 //! and 0.5.23 differ. Each method names the source it follows (paths inside the `sglang` wheel).
 
+use super::driver::SameRid;
+
 /// A simulated SGLang release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SglangVersion {
@@ -25,6 +27,16 @@ impl SglangVersion {
         match self {
             SglangVersion::V0_5_9 => prompt + max_new >= context,
             SglangVersion::V0_5_23 => prompt + max_new > context,
+        }
+    }
+
+    /// A second live request with the same rid: 0.5.23's `TokenizerManager` refuses it
+    /// (`Duplicate request ID detected`); 0.5.9's overwrites `rid_to_state[rid]`, orphaning
+    /// the first.
+    pub fn same_rid(self) -> SameRid {
+        match self {
+            SglangVersion::V0_5_9 => SameRid::Orphan,
+            SglangVersion::V0_5_23 => SameRid::Refuse,
         }
     }
 

@@ -218,3 +218,32 @@ async fn info_routes_and_metrics_are_as_sglang_sends_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_second_live_request_with_the_same_rid() {
+    for version in ["0.5.9", "0.5.23"] {
+        let sim = support::sim(&["--sglang-version", version, "--decode-base-us", "20000"]).await;
+        let body = |stream| json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 50, "ignore_eos": true}, "stream": stream, "rid": "same"});
+        let mut first = support::post(format!("{}/generate", sim.url), &body(true)).await;
+        first.chunk().await.expect("first chunk");
+        let (status, second) = generate(&sim.url, body(true)).await;
+        let second = second.expect("body");
+        assert_eq!(status, 200, "{version}");
+        if version == "0.5.23" {
+            // Refused, as a stream's front-end error; the first runs on to its end.
+            assert!(
+                events(&second)[0]["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("Duplicate request ID")),
+                "{second}"
+            );
+            assert!(first.text().await.expect("rest").contains("[DONE]"));
+        } else {
+            // The second takes the rid over and completes; the first hears nothing more.
+            assert!(second.contains("\"length\""), "{second}");
+            let rest =
+                tokio::time::timeout(std::time::Duration::from_millis(500), first.chunk()).await;
+            assert!(rest.is_err(), "{version}: the orphaned stream got {rest:?}");
+        }
+    }
+}
