@@ -301,8 +301,13 @@ impl Format for Chat {
         }
     }
 
+    /// A graceful abort (no status) ends like a finish: the finish chunk, then usage when asked
+    /// (`serving_chat.py` passes it to the normal chunk path).
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
         self.chunk(run, Delta::default(), Finish::abort(), out);
+        if self.0.include_usage {
+            self.0.write_usage(run, "chat.completion.chunk", out);
+        }
     }
 }
 
@@ -346,5 +351,8 @@ impl Format for Text {
 
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
         self.chunk(run, "", Finish::abort(), out);
+        if self.0.include_usage {
+            self.0.write_usage(run, "text_completion", out);
+        }
     }
 }

@@ -238,6 +238,11 @@ impl Run {
         &self.plan.output_ids[..self.produced]
     }
 
+    /// Time since the request arrived.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     pub fn e2e_latency(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }

@@ -247,3 +247,29 @@ async fn a_second_live_request_with_the_same_rid() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_aborted_chat_stream_still_ends_with_its_finish_and_usage() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let chat = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 500,
+                      "stream": true, "stream_options": {"include_usage": true}, "rid": "chat-1"});
+    let mut r = support::post(format!("{}/v1/chat/completions", sim.url), &chat).await;
+    r.chunk().await.expect("first chunk");
+    support::post(
+        format!("{}/abort_request", sim.url),
+        &json!({"rid": "chat-1"}),
+    )
+    .await;
+    let rest = r.text().await.expect("rest");
+    let chunks = events(&rest);
+    let finish = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["finish_reason"].as_str());
+    assert_eq!(finish, Some("abort"), "{rest}");
+    let usage = chunks.last().expect("chunks")["usage"].clone();
+    assert!(
+        usage["completion_tokens"].as_u64().is_some_and(|n| n >= 1),
+        "{rest}"
+    );
+    assert!(rest.contains("[DONE]"));
+}

@@ -289,3 +289,24 @@ fn help_documents_every_knob() {
         assert!(help.contains(flag), "sim --help lacks {flag}");
     }
 }
+
+/// SGLang notices a non-streaming client that left only at its next 4 s disconnect check, so
+/// a gateway that forgets `/abort_request` leaves the request running meanwhile.
+#[tokio::test]
+async fn a_non_streaming_client_that_leaves_is_noticed_at_the_next_check() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}});
+    let gave_up = support::client()
+        .post(format!("{}/generate", sim.url))
+        .json(&body)
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client gave up");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(support::sim_busy(&sim.url).await, 1, "still running");
+    support::eventually("the request is aborted at the 4 s check", || async {
+        support::sim_busy(&sim.url).await == 0
+    })
+    .await;
+}
