@@ -41,10 +41,11 @@ fn rid_of(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<Rid>(body).ok()?.rid
 }
 
+/// `serving_base.py::create_error_response`: `type` defaults to `BadRequestError`.
 fn oai_error(status: StatusCode, message: &str) -> Response {
     json(
         status,
-        &ErrorObject::new(message, "BadRequest", status.as_u16()),
+        &ErrorObject::new(message, "BadRequestError", status.as_u16()),
     )
 }
 

@@ -273,3 +273,20 @@ async fn an_aborted_chat_stream_still_ends_with_its_finish_and_usage() {
     );
     assert!(rest.contains("[DONE]"));
 }
+
+#[tokio::test]
+async fn openai_errors_are_bad_request_error_objects() {
+    let sim = support::sim(&[]).await;
+    let r = support::post(
+        format!("{}/v1/chat/completions", sim.url),
+        &json!({"model": MODEL, "messages": []}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(
+        (v["object"].as_str(), v["type"].as_str(), v["code"].as_u64()),
+        (Some("error"), Some("BadRequestError"), Some(400)),
+        "{v}"
+    );
+}
