@@ -188,3 +188,44 @@ async fn waiting_tokens_reach_the_router_from_both_versions() {
         .await;
     }
 }
+
+/// What SGLang streams for `n: 2` with `logprobs`: two interleaved choices, each with its token
+/// logprobs, then the usage chunk (the simulator does not model `n` or logprobs).
+const N2_LOGPROBS_STREAM: &str = concat!(
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" Hi\"},\"logprobs\":{\"content\":[{\"token\":\" Hi\",\"logprob\":-0.25,\"bytes\":[32,72,105],\"top_logprobs\":[]}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\" Yo\"},\"logprobs\":{\"content\":[{\"token\":\" Yo\",\"logprob\":-1.5,\"bytes\":[32,89,111],\"top_logprobs\":[]}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+    "data: {\"id\":\"r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+#[tokio::test]
+async fn a_relayed_stream_with_n_choices_and_logprobs_is_intact() {
+    use axum::http::header;
+    let worker = support::fake_worker(axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                N2_LOGPROBS_STREAM,
+            )
+        }),
+    ))
+    .await;
+    let gw = support::gateway(
+        &[],
+        &["--worker-urls", &worker, "--load-poll-interval-ms", "0"],
+    )
+    .await;
+    support::ready(&gw).await;
+    let (status, body) = post(
+        format!("{}/v1/chat/completions", gw.url),
+        &json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2, "logprobs": true, "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, N2_LOGPROBS_STREAM);
+}
