@@ -182,9 +182,7 @@ impl Relayed {
             }
         }
     }
-}
 
-impl Relayed {
     /// Feeds bytes for the client through the metrics parser, and hands them back.
     fn observe(&mut self, data: Bytes) -> Bytes {
         self.parser.push(&data);
