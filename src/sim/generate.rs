@@ -103,9 +103,10 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     }
     let run = match Run::start(&state, rid.clone(), prompt, &params) {
         Ok(run) => run,
+        // A duplicate rid is the front end's `ValueError`, like the checks above.
+        Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),
         // The scheduler's refusals reach a stream as an abort chunk after the 200
         // (`_wait_one_response` yields it for status 400 and 503).
-        Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),
         Err(e @ (RunError::QueueFull | RunError::BadRequest(_))) if input.stream => {
             let status = if matches!(e, RunError::QueueFull) {
                 503
