@@ -4,6 +4,7 @@
 //!
 //! Modules, bottom to top: each imports only modules listed above it (no cycles), and from the
 //! rest of the crate only the wire-level `protocol`, `stream`, `tokenize`, `bundled` and `net`.
+//! - `version`: `--sglang-version`, the release whose behaviour is followed where they differ.
 //! - `radix`: the radix prefix cache over token ids.
 //! - `engine`: the pure engine model (scheduling, chunked prefill, KV pool, step times).
 //! - `vocab`: the real words the simulator generates, as token ids.
@@ -13,6 +14,7 @@
 //! - `driver`: runs the engine in real time and hands each request its tokens.
 //! - `shapes`: SGLang's OpenAI response objects, as serde structs.
 //! - `state`: what every handler shares.
+//! - `validate`: the front end's checks (sampling bounds, context length) per version.
 //! - `run`: one generation from admission to its last token.
 //! - `reply`: JSON and error replies, and the one stream skeleton every route formats.
 //! - `generate`: the native `/generate` route.
@@ -33,6 +35,8 @@ mod run;
 mod server;
 mod shapes;
 mod state;
+mod validate;
+pub mod version;
 pub mod vocab;
 
 use std::net::SocketAddr;
@@ -41,6 +45,7 @@ use std::sync::Arc;
 
 use engine::{Engine, EngineConfig, TimingModel};
 use state::{unix_now, SimState};
+use version::SglangVersion;
 
 use crate::tokenize::Tokenizer;
 
@@ -62,8 +67,12 @@ pub struct SimOptions {
     /// Context length in tokens; default: the tokenizer's model_max_length, else 32768.
     #[arg(long)]
     pub context_length: Option<usize>,
-    /// Stream `text`/`output_ids` as deltas instead of SGLang's default cumulative form.
-    #[arg(long)]
+    /// The SGLang release to behave as where 0.5.9 and 0.5.23 differ (docs/simulator.md).
+    #[arg(long, value_enum, default_value_t = SglangVersion::V0_5_23)]
+    pub sglang_version: SglangVersion,
+    /// Stream deltas instead of SGLang's default cumulative form (0.5.9's `--stream-output`:
+    /// delta `output_ids` with cumulative `text`; 0.5.23: both deltas).
+    #[arg(long, alias = "stream-output")]
     pub incremental_streaming_output: bool,
     /// Send only `output_ids` from `/generate` (no `text`), as SGLang's `--skip-tokenizer-init`.
     #[arg(long)]
@@ -186,8 +195,9 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "model_path": opts.model_name, "served_model_name": opts.model_name, "tokenizer_path": tokenizer_path,
         "tp_size": 1, "dp_size": 1, "page_size": config.page_size, "chunked_prefill_size": config.chunked_prefill_size,
         "max_prefill_tokens": config.max_prefill_tokens, "max_running_requests": config.max_running_requests,
-        "max_queued_requests": config.max_queued_requests, "context_length": context_length, "schedule_policy": "fcfs",
+        "max_queued_requests": config.max_queued_requests, "context_length": opts.context_length, "schedule_policy": "fcfs",
         "enable_cache_report": opts.enable_cache_report, "incremental_streaming_output": opts.incremental_streaming_output,
+        "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
     });
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
@@ -200,6 +210,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         faults: faults::Faults::new(opts.faults.clone()),
         metrics: metrics::SimMetrics::new(&opts.model_name)?,
         context_length,
+        version: opts.sglang_version,
         incremental_output: opts.incremental_streaming_output,
         skip_tokenizer_init: opts.skip_tokenizer_init,
         cache_report: opts.enable_cache_report,

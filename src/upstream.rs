@@ -4,6 +4,7 @@
 
 pub mod abort;
 pub mod client;
+pub mod first_event;
 pub mod generate;
 pub mod origin;
 
@@ -126,6 +127,11 @@ impl UpstreamError {
             }
             UpstreamError::Timeout { .. } => ("timeout", Some("upstream_timeout")),
             UpstreamError::Connect { .. } => ("upstream_error", Some("upstream_unreachable")),
+            // The worker refused the client's own input (an error event in its stream).
+            UpstreamError::Aborted {
+                status: Some(400..=499),
+                ..
+            } => ("invalid_request_error", None),
             UpstreamError::Aborted { .. } => ("upstream_error", Some("generation_aborted")),
             _ => ("upstream_error", Some("upstream_error")),
         }

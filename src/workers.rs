@@ -4,6 +4,7 @@ pub mod breaker;
 pub mod health;
 pub mod load;
 pub mod load_poll;
+pub mod load_report;
 pub mod registry;
 pub mod worker;
 

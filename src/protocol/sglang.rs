@@ -38,6 +38,9 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub stop_token_ids: Vec<u32>,
+    /// Regex stop conditions (a string or a list), valid in 0.5.9 and 0.5.23.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_regex: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignore_eos: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,6 +157,52 @@ pub fn error_message(body: &[u8]) -> Option<String> {
     }
 }
 
+/// An SSE event a worker sent in place of a chunk: `{"error": {…}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorEvent {
+    pub message: String,
+    /// The HTTP status the worker meant.
+    pub status: u16,
+}
+
+/// Reads an error event, with the status the worker meant. SGLang 0.5.23 puts it in
+/// `error.code` (400 for a `ValueError` in a `/generate` stream, the abort's status in an OpenAI
+/// stream); 0.5.9's `/generate` stream sends only `{"error": {"message": …}}`, and what it
+/// catches there is a `ValueError` from validating the request: the client's input, so 400.
+pub fn error_event(data: &[u8]) -> Option<ErrorEvent> {
+    let v: Value = serde_json::from_slice(data).ok()?;
+    let error = v.get("error")?;
+    let message = match error {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o.get("message").and_then(Value::as_str)?.to_owned(),
+        _ => return None,
+    };
+    let status = error
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| (400..600).contains(c))
+        .unwrap_or(400);
+    Some(ErrorEvent { message, status })
+}
+
+/// A `/generate` chunk that ends the request with an abort carrying an HTTP status (queue
+/// full: 503, a scheduler-side validation error: 400), which SGLang streams after a 200.
+pub fn status_abort(data: &[u8]) -> Option<ErrorEvent> {
+    let chunk: GenerateChunk = serde_json::from_slice(data).ok()?;
+    match chunk.meta_info.finish_reason? {
+        FinishReason::Abort {
+            message,
+            status_code: Some(status),
+            ..
+        } if (400..600).contains(&status) => Some(ErrorEvent {
+            message: message.unwrap_or_else(|| "aborted".into()),
+            status,
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +249,28 @@ mod tests {
             Some("bad")
         );
         assert_eq!(error_message(b"not json"), None);
+    }
+    #[test]
+    fn error_events_carry_the_status_the_worker_meant() {
+        let v23 = br#"{"error":{"message":"too long","type":"invalid_request_error","code":400,"retryable":false}}"#;
+        assert_eq!(
+            error_event(v23),
+            Some(ErrorEvent {
+                message: "too long".into(),
+                status: 400
+            })
+        );
+        // 0.5.9: message only, and only a ValueError (bad input) gets there.
+        assert_eq!(
+            error_event(br#"{"error":{"message":"bad"}}"#).map(|e| e.status),
+            Some(400)
+        );
+        let oai = br#"{"error":{"object":"error","message":"The request queue is full.","type":"SERVICE_UNAVAILABLE","param":null,"code":503}}"#;
+        assert_eq!(error_event(oai).map(|e| e.status), Some(503));
+        assert_eq!(error_event(br#"{"text":"a","meta_info":{}}"#), None);
+        let full = br#"{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full.","status_code":503}}}"#;
+        assert_eq!(status_abort(full).map(|e| e.status), Some(503));
+        let user = br#"{"text":"a","meta_info":{"finish_reason":{"type":"abort","message":"Abort in waiting queue","status_code":null}}}"#;
+        assert_eq!(status_abort(user), None);
     }
 }

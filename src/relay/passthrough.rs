@@ -20,7 +20,7 @@ use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
 use crate::routing::RouteRequest;
 use crate::stream::sse::SseParser;
-use crate::upstream::UpstreamError;
+use crate::upstream::{first_event, UpstreamError};
 
 /// Largest non-streamed answer we buffer from a worker.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -55,11 +55,15 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
     let sent = retry::open(&mut ex, &target, &mut Vec::new(), |worker| {
         let client = relay.client.clone();
         let body = f.body.clone();
-        async move { client.post_json(&worker.origin, f.path, body).await }
+        async move {
+            let resp = client.post_json(&worker.origin, f.path, body).await?;
+            // A refusal SGLang streams after its 200 is still an error (and may be retried).
+            first_event::read(resp, &worker.origin.url).await
+        }
     })
     .await;
-    let resp = match sent {
-        Ok(r) => r,
+    let (resp, head) = match sent {
+        Ok(opened) => (opened.response, opened.head),
         Err(e) => {
             ex.hand_back();
             return Err(e);
@@ -81,6 +85,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
     let deadlines = ex.deadlines();
     let shutdown = relay.shutdown.subscribe();
     let relayed = Relayed {
+        head: Some(head).filter(|h| !h.is_empty()),
         upstream: resp.into_body(),
         ex,
         parser: SseParser::new(MAX_EVENT_BYTES),
@@ -135,6 +140,8 @@ async fn whole(ex: &mut Exchange, body: Incoming) -> Result<Bytes, GatewayError>
 
 /// A forwarded stream in flight; dropped unfinished = the client went away.
 struct Relayed {
+    /// What was read up to the first event while the leg was opened; sent first.
+    head: Option<Bytes>,
     upstream: Incoming,
     ex: Exchange,
     parser: SseParser,
@@ -146,6 +153,9 @@ impl Relayed {
     async fn next(&mut self) -> Option<Bytes> {
         if self.ex.ended() {
             return None;
+        }
+        if let Some(head) = self.head.take() {
+            return Some(self.observe(head));
         }
         let frame = self
             .ex
@@ -160,14 +170,7 @@ impl Relayed {
                 let Ok(data) = frame.into_data() else {
                     return Some(Bytes::new());
                 };
-                self.parser.push(&data);
-                while let Ok(Some(ev)) = self.parser.next_event() {
-                    let new = self.observer.event(&ev.data);
-                    self.ex.tokens(new);
-                }
-                // Kept current, so a client that leaves mid-stream is counted with what it got.
-                self.ex.usage = counts(&self.observer);
-                Some(data)
+                Some(self.observe(data))
             }
             Ok(None) => {
                 self.ex.succeed();
@@ -182,6 +185,18 @@ impl Relayed {
                 Some(Bytes::from(out))
             }
         }
+    }
+
+    /// Feeds bytes for the client through the metrics parser, and hands them back.
+    fn observe(&mut self, data: Bytes) -> Bytes {
+        self.parser.push(&data);
+        while let Ok(Some(ev)) = self.parser.next_event() {
+            let new = self.observer.event(&ev.data);
+            self.ex.tokens(new);
+        }
+        // Kept current, so a client that leaves mid-stream is counted with what it got.
+        self.ex.usage = counts(&self.observer);
+        data
     }
 }
 

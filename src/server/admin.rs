@@ -24,6 +24,7 @@ fn describe(w: &Worker) -> serde_json::Value {
         "in_flight": w.in_flight(),
         "pending_prefill_tokens": w.pending_prefill(),
         "engine_load": w.engine_load(),
+        "engine_load_sources": w.load_sources(),
     })
 }
 

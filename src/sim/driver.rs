@@ -26,7 +26,28 @@ struct Subscriber {
 struct Core {
     engine: Engine,
     subscribers: HashMap<RequestId, Subscriber>,
+    /// Requests whose rid a later request took over (0.5.9): they run on, heard by nobody, and
+    /// their handler waits on a channel that stays open until its client leaves.
+    orphans: HashMap<RequestId, mpsc::UnboundedSender<Progress>>,
     next_id: u64,
+}
+
+/// What a second live request with the same rid does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SameRid {
+    /// Refused (0.5.23: `Duplicate request ID detected`).
+    Refuse,
+    /// Takes the rid over; the first request's client hears nothing more (0.5.9 overwrites
+    /// `rid_to_state[rid]`).
+    Orphan,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Engine(#[from] Rejection),
+    #[error("Duplicate request ID detected: {0}")]
+    DuplicateRid(String),
 }
 
 pub struct Driver {
@@ -49,6 +70,7 @@ impl Drop for Ticket {
         if core.subscribers.remove(&self.id).is_some() {
             core.engine.abort(self.id);
         }
+        core.orphans.remove(&self.id);
     }
 }
 
@@ -58,6 +80,7 @@ impl Driver {
         let core = Core {
             engine,
             subscribers: HashMap::new(),
+            orphans: HashMap::new(),
             next_id: 0,
         };
         let driver = Arc::new(Driver {
@@ -79,10 +102,24 @@ impl Driver {
         rid: &str,
         prompt: Vec<u32>,
         output: Vec<u32>,
-    ) -> Result<Ticket, Rejection> {
+        same_rid: SameRid,
+    ) -> Result<Ticket, SubmitError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = {
             let mut core = self.lock();
+            let live = core
+                .subscribers
+                .iter()
+                .find(|(_, s)| s.rid == rid)
+                .map(|(id, _)| *id);
+            if let Some(first) = live {
+                if same_rid == SameRid::Refuse {
+                    return Err(SubmitError::DuplicateRid(rid.to_owned()));
+                }
+                if let Some(sub) = core.subscribers.remove(&first) {
+                    core.orphans.insert(first, sub.tx);
+                }
+            }
             let id = RequestId(core.next_id);
             core.next_id += 1;
             core.engine.submit(NewRequest { id, prompt, output })?;
@@ -103,9 +140,14 @@ impl Driver {
         })
     }
 
-    /// SGLang matches rids by prefix, so one abort also ends `n > 1` sub-requests.
+    /// SGLang's front end passes an abort on only when that exact rid is live
+    /// (`TokenizerManager.abort_request`); the scheduler then matches by prefix
+    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests.
     pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
         let mut core = self.lock();
+        if !all && !core.subscribers.values().any(|s| s.rid == rid_prefix) {
+            return 0;
+        }
         let ids: Vec<RequestId> = core
             .subscribers
             .iter()

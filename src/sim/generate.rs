@@ -5,13 +5,14 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::reply::{self, bad_request, json, run_error, Format};
-use super::run::{Run, Update};
+use super::run::{Run, RunError, Update};
 use super::state::SimState;
+use super::validate;
 use crate::protocol::sglang::{FinishReason, SamplingParams};
 use crate::stream::sse;
 
@@ -51,19 +52,9 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         Ok(v) => v,
         Err(e) => return bad_request(&e.to_string()),
     };
-    // SGLang 0.5.23 rejects unknown sampling keys with a plain-string `error`.
-    let params: SamplingParams = match input
-        .sampling_params
-        .map(serde_json::from_value)
-        .transpose()
-    {
-        Ok(p) => p.unwrap_or_default(),
-        Err(e) => {
-            return json(
-                StatusCode::BAD_REQUEST,
-                &serde_json::json!({ "error": e.to_string() }),
-            )
-        }
+    let params = match sampling_params(&state, input.sampling_params, input.stream) {
+        Ok(p) => p,
+        Err(refused) => return *refused,
     };
     let prompt = match (input.text, input.input_ids) {
         (None, Some(ids)) => match serde_json::from_value::<Vec<u32>>(ids) {
@@ -86,6 +77,22 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     if prompt.is_empty() {
         return bad_request("The input is empty.");
     }
+    // The front end's ValueErrors: a 400 for a plain request, an error event after a 200 for a
+    // stream (`serve_generate_request` catches them inside `stream_results`).
+    let checked = validate::sampling(&params).and_then(|()| {
+        validate::lengths(
+            state.version,
+            prompt.len(),
+            params.max_new_tokens,
+            state.context_length,
+        )
+    });
+    if let Err(message) = checked {
+        if !input.stream {
+            return bad_request(&message);
+        }
+        return error_event(&state, &message);
+    }
     let rid = input
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
@@ -94,12 +101,25 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         // Without a tokenizer SGLang cannot match stop strings; the caller must.
         params.stop.clear();
     }
-    let run = match Run::start(&state, rid, prompt, &params) {
+    let run = match Run::start(&state, rid.clone(), prompt, &params) {
         Ok(run) => run,
+        // A duplicate rid is the front end's `ValueError`, like the checks above.
+        Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),
+        // The scheduler's refusals reach a stream as an abort chunk after the 200
+        // (`_wait_one_response` yields it for status 400 and 503).
+        Err(e @ (RunError::QueueFull | RunError::BadRequest(_))) if input.stream => {
+            let status = if matches!(e, RunError::QueueFull) {
+                503
+            } else {
+                400
+            };
+            return reply::sse_once(abort_chunk(&rid, &e.to_string(), status));
+        }
         Err(e) => return run_error(e),
     };
     let format = Native {
         incremental: state.incremental_output,
+        incremental_text: state.incremental_output && state.version.incremental_text(),
         with_text: !state.skip_tokenizer_init,
         sent_ids: 0,
         sent_text: 0,
@@ -107,10 +127,76 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
     reply::answer(run, input.stream, format).await
 }
 
+/// 0.5.23 rejects unknown keys with a plain-string `error` (its contract gate); 0.5.9 hands
+/// them to `SamplingParams(**…)`, whose `TypeError` nobody catches: a 500, or a stream cut
+/// after its headers.
+fn sampling_params(
+    state: &SimState,
+    raw: Option<Value>,
+    stream: bool,
+) -> Result<SamplingParams, Box<Response>> {
+    let Some(raw) = raw else {
+        return Ok(SamplingParams::default());
+    };
+    serde_json::from_value::<SamplingParams>(raw).map_err(|e| {
+        Box::new(
+            if !state.version.rejects_unknown_sampling_keys() && is_unknown_field(&e) {
+                if stream {
+                    reply::cut_stream()
+                } else {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
+                }
+            } else {
+                json(
+                    StatusCode::BAD_REQUEST,
+                    &serde_json::json!({ "error": e.to_string() }),
+                )
+            },
+        )
+    })
+}
+
+fn is_unknown_field(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("unknown field")
+}
+
+/// A front-end `ValueError` in a stream: a 200 with the version's error event, then `[DONE]`.
+fn error_event(state: &SimState, message: &str) -> Response {
+    let mut out = Vec::new();
+    sse::write_json_event(&mut out, &state.version.generate_error_event(message));
+    reply::sse_once(out)
+}
+
+/// The chunk a scheduler abort with an HTTP status sends, then `[DONE]`.
+fn abort_chunk(rid: &str, message: &str, status: u16) -> Vec<u8> {
+    let chunk = GenerateOutput {
+        text: Some(""),
+        output_ids: &[],
+        meta_info: MetaOut {
+            id: rid,
+            finish_reason: Some(FinishReason::Abort {
+                message: Some(message.to_owned()),
+                status_code: Some(status),
+                err_type: None,
+            }),
+            prompt_tokens: 0,
+            weight_version: "default",
+            completion_tokens: 0,
+            cached_tokens: 0,
+            e2e_latency: Some(0.0),
+        },
+    };
+    let mut out = Vec::new();
+    sse::write_json_event(&mut out, &chunk);
+    out
+}
+
 /// SGLang's native output: every event is a whole `GenerateOutput`, cumulative unless
 /// `--incremental-streaming-output`.
 struct Native {
     incremental: bool,
+    /// Text as deltas too (0.5.23); 0.5.9's `--stream-output` keeps it cumulative.
+    incremental_text: bool,
     with_text: bool,
     /// Output ids and text bytes already sent.
     sent_ids: usize,
@@ -123,19 +209,27 @@ impl Format for Native {
     }
 
     fn update(&mut self, run: &Run, _: &Update, out: &mut Vec<u8>) {
-        let (ids_from, text_from) = if self.incremental {
-            (self.sent_ids, self.sent_text)
+        let ids_from = if self.incremental { self.sent_ids } else { 0 };
+        let text_from = if self.incremental_text {
+            self.sent_text
         } else {
-            (0, 0)
+            0
         };
         sse::write_json_event(out, &output(run, ids_from, text_from, self.with_text));
         self.sent_ids = run.produced;
         self.sent_text = run.text().len();
     }
 
+    /// The abort chunk carries what was generated, in the stream's own form: everything so far
+    /// when cumulative, nothing new when incremental.
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
-        let last = output(run, run.produced, run.text().len(), self.with_text);
-        sse::write_json_event(out, &last);
+        let ids_from = if self.incremental { run.produced } else { 0 };
+        let text_from = if self.incremental_text {
+            run.text().len()
+        } else {
+            0
+        };
+        sse::write_json_event(out, &output(run, ids_from, text_from, self.with_text));
     }
 }
 

@@ -10,12 +10,14 @@ use axum::response::Response;
 use serde::Serialize;
 
 use super::reply::{self, json, run_error, Format};
-use super::run::{Run, Update};
+use super::run::{Run, RunError, Update};
 use super::shapes::{
     CachedTokens, ChatChoice, ChunkChoice, Delta, Envelope, ErrorObject, Finish, Message,
     TextChoice, Usage,
 };
 use super::state::{unix_now, SimState};
+use super::validate;
+use super::version::SglangVersion;
 use crate::protocol::openai::{
     ChatCompletionRequest, CompletionRequest, Prompt, Sampling, StreamOptions, WithSampling,
 };
@@ -39,10 +41,11 @@ fn rid_of(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<Rid>(body).ok()?.rid
 }
 
+/// `serving_base.py::create_error_response`: `type` defaults to `BadRequestError`.
 fn oai_error(status: StatusCode, message: &str) -> Response {
     json(
         status,
-        &ErrorObject::new(message, "BadRequest", status.as_u16()),
+        &ErrorObject::new(message, "BadRequestError", status.as_u16()),
     )
 }
 
@@ -114,10 +117,22 @@ async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Re
         return oai_error(StatusCode::BAD_REQUEST, "The prompt is empty.");
     }
     let room = state.context_length.saturating_sub(ask.prompt.len()).max(1) as u32;
-    let max_new = match requested_max_tokens("max_tokens", ask.max_tokens, state.context_length) {
-        Ok(m) => m.unwrap_or(room),
+    let requested = match requested_max_tokens("max_tokens", ask.max_tokens, state.context_length) {
+        Ok(m) => m,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
     };
+    // Checked before the stream starts, so a 400 JSON even for a stream; an absent limit means
+    // "up to the context" and is not checked (`_validate_one_request`).
+    let lengths = validate::lengths(
+        state.version,
+        ask.prompt.len(),
+        requested,
+        state.context_length,
+    );
+    if let Err(message) = lengths {
+        return oai_error(StatusCode::BAD_REQUEST, &message);
+    }
+    let max_new = requested.unwrap_or(room);
     let params = match ask.sampling.to_sglang(max_new) {
         Ok(p) => p,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
@@ -127,7 +142,23 @@ async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Re
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     match Run::start(state, rid, ask.prompt, &params) {
         Ok(run) => reply::answer(run, ask.stream, format).await,
+        Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),
+    }
+}
+
+/// A full queue reaches an OpenAI stream after its 200. 0.5.23's `serving_chat` turns the abort
+/// into an error event (`create_streaming_error_response`, code 503) and `[DONE]`; 0.5.9's
+/// stream handler fails on the abort and the stream is cut without an event or `[DONE]`.
+fn queue_full_stream(state: &SimState) -> Response {
+    match state.version {
+        SglangVersion::V0_5_9 => reply::cut_stream(),
+        SglangVersion::V0_5_23 => {
+            let error = ErrorObject::new("The request queue is full.", "SERVICE_UNAVAILABLE", 503);
+            let mut out = Vec::new();
+            sse::write_json_event(&mut out, &serde_json::json!({ "error": error }));
+            reply::sse_once(out)
+        }
     }
 }
 
@@ -271,8 +302,13 @@ impl Format for Chat {
         }
     }
 
+    /// A graceful abort (no status) ends like a finish: the finish chunk, then usage when asked
+    /// (`serving_chat.py` passes it to the normal chunk path).
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
         self.chunk(run, Delta::default(), Finish::abort(), out);
+        if self.0.include_usage {
+            self.0.write_usage(run, "chat.completion.chunk", out);
+        }
     }
 }
 
@@ -316,5 +352,8 @@ impl Format for Text {
 
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
         self.chunk(run, "", Finish::abort(), out);
+        if self.0.include_usage {
+            self.0.write_usage(run, "text_completion", out);
+        }
     }
 }

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::json;
+use std::time::Duration;
 
 use super::run::{Run, RunError, StreamFault, Update};
 use super::shapes::ErrorObject;
@@ -30,7 +31,7 @@ pub fn bad_request(message: &str) -> Response {
 /// Errors before the first token, in SGLang's shapes.
 pub fn run_error(e: RunError) -> Response {
     match e {
-        RunError::BadRequest(msg) => bad_request(&msg),
+        RunError::BadRequest(msg) | RunError::Duplicate(msg) => bad_request(&msg),
         RunError::QueueFull => json(
             StatusCode::SERVICE_UNAVAILABLE,
             &ErrorObject::new("The request queue is full.", "503", 503),
@@ -53,12 +54,16 @@ pub trait Format: Send + 'static {
 
 /// Waits for the run and answers in JSON, or streams it as SSE ending with `data: [DONE]`.
 /// The connection-reset fault breaks the connection instead, in either form.
-pub async fn answer<F: Format>(mut run: Run, stream: bool, format: F) -> Response {
+pub async fn answer<F: Format>(run: Run, stream: bool, format: F) -> Response {
     if !stream {
+        let mut held = Unnoticed(Some(run));
+        let Some(run) = held.0.as_mut() else {
+            return reset();
+        };
         if run.complete().await.is_err() {
             return reset();
         }
-        return json(StatusCode::OK, &format.body(&run));
+        return json(StatusCode::OK, &format.body(run));
     }
     let events = futures_util::stream::unfold(Some((run, format)), |st| async move {
         let (mut run, mut format) = st?;
@@ -86,6 +91,63 @@ pub async fn answer<F: Format>(mut run: Run, stream: bool, format: F) -> Respons
         body,
     )
         .into_response()
+}
+
+/// How often SGLang looks whether a non-streaming client is still there: it waits for the
+/// request's output in slices of `SGLANG_REQUEST_STATE_WAIT_TIMEOUT` (4 s, `environ.py`) and
+/// checks `request.is_disconnected()` after each empty one (`_wait_one_response`).
+const DISCONNECT_CHECK: Duration = Duration::from_secs(4);
+
+/// A non-streaming run whose client may leave: the handler is dropped at once, but SGLang
+/// notices only at its next disconnect check, so the request runs on until then and is
+/// aborted there (unless it finished first, or an `/abort_request` came).
+struct Unnoticed(Option<Run>);
+
+impl Drop for Unnoticed {
+    fn drop(&mut self) {
+        let Some(run) = self.0.take().filter(|r| !r.finished() && !r.aborted) else {
+            return;
+        };
+        let waited = run.age().as_secs_f64();
+        let check = DISCONNECT_CHECK.as_secs_f64();
+        let next = Duration::from_secs_f64((waited / check).floor() * check + check - waited);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                tokio::time::sleep(next).await;
+                drop(run); // its ticket aborts it in the engine
+            });
+        }
+    }
+}
+
+/// A stream that is over before it began: a 200 with `events` (a refusal SGLang sends after
+/// its headers), then `data: [DONE]`.
+pub fn sse_once(mut events: Vec<u8>) -> Response {
+    events.extend_from_slice(sse::DONE);
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        events,
+    )
+        .into_response()
+}
+
+/// A stream whose handler raised after the 200 was sent: headers, then the connection breaks
+/// with no event and no `[DONE]` (an uncaught exception inside a Starlette `StreamingResponse`).
+pub fn cut_stream() -> Response {
+    // The headers go out while the body waits; then it fails.
+    let failing = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err::<Bytes, _>(StreamFault::Die)
+    });
+    let mut resp = Response::new(Body::from_stream(failing));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    resp
 }
 
 /// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::driver::{Progress, Ticket};
+use super::driver::{Progress, SubmitError, Ticket};
 use super::engine::Rejection;
 use super::plan::Plan;
 use super::state::{ReceivedRequest, SimState};
@@ -16,6 +16,9 @@ pub enum RunError {
     BadRequest(String),
     #[error("The request queue is full.")]
     QueueFull,
+    /// A front-end `ValueError` (0.5.23), unlike the scheduler's refusals above.
+    #[error("{0}")]
+    Duplicate(String),
     #[error("injected fault: internal server error")]
     Injected,
 }
@@ -35,6 +38,8 @@ pub struct Run {
     /// Tokens the client has been told about.
     pub produced: usize,
     pub aborted: bool,
+    /// Left the waiting queue (its prefill began): an abort now ends a running request.
+    admitted: bool,
     ticket: Ticket,
     state: Arc<SimState>,
     started: Instant,
@@ -76,10 +81,16 @@ impl Run {
         let plan = Plan::new(&state.vocab, &prompt, &params, state.eos_probability);
         let ticket = state
             .driver
-            .submit(&rid, prompt, plan.output_ids.clone())
+            .submit(
+                &rid,
+                prompt,
+                plan.output_ids.clone(),
+                state.version.same_rid(),
+            )
             .map_err(|r| match r {
-                Rejection::QueueFull => RunError::QueueFull,
-                other => RunError::BadRequest(other.to_string()),
+                SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
+                SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
+                e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
             })?;
         state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {
@@ -89,6 +100,7 @@ impl Run {
             cached_tokens: 0,
             produced: 0,
             aborted: false,
+            admitted: false,
             ticket,
             state: Arc::clone(state),
             started: Instant::now(),
@@ -136,6 +148,10 @@ impl Run {
         let new_tokens = produced - self.produced;
         self.record_latency(new_tokens);
         self.produced = produced;
+        if self.finished() && new_tokens > 0 {
+            // Counted once the last token is known, as SGLang does when a request finishes.
+            self.state.metrics.e2e.observe(self.e2e_latency());
+        }
         if die.is_some() {
             // The tokens up to the limit still go out; the connection breaks on the next read.
             self.dying = true;
@@ -152,6 +168,7 @@ impl Run {
     fn apply(&mut self, p: Progress, latest: &mut Option<usize>) {
         match p {
             Progress::Started { cached_tokens } => {
+                self.admitted = true;
                 self.cached_tokens = cached_tokens;
                 self.state
                     .metrics
@@ -180,9 +197,6 @@ impl Run {
             }
         }
         self.last_token_at = Some(now);
-        if self.finished() {
-            m.e2e.observe(self.e2e_latency());
-        }
     }
 
     pub fn finished(&self) -> bool {
@@ -197,8 +211,15 @@ impl Run {
 
     pub fn finish_reason(&self) -> Option<FinishReason> {
         if self.aborted {
+            // The scheduler's two abort paths: popped from the waiting queue (the tokenizer's
+            // fallback message), or a running request finished with `FINISH_ABORT()`.
+            let message = if self.admitted {
+                "Aborted"
+            } else {
+                "Abort in waiting queue"
+            };
             Some(FinishReason::Abort {
-                message: Some("Abort in waiting queue".into()),
+                message: Some(message.into()),
                 status_code: None,
                 err_type: None,
             })
@@ -215,6 +236,11 @@ impl Run {
 
     pub fn output_ids(&self) -> &[u32] {
         &self.plan.output_ids[..self.produced]
+    }
+
+    /// Time since the request arrived.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
     }
 
     pub fn e2e_latency(&self) -> f64 {

@@ -63,7 +63,7 @@ async fn model_info(State(s): State<Arc<SimState>>) -> Response {
             "model_path": s.model_name, "served_model_name": s.model_name, "tokenizer_path": s.tokenizer_path,
             "is_generation": true, "preferred_sampling_params": null, "weight_version": "default",
             "has_image_understanding": false, "has_audio_understanding": false, "model_type": "simulated",
-            "architectures": ["SimulatedForCausalLM"], "max_context_length": s.context_length,
+            "architectures": ["SimulatedForCausalLM"],
         }),
     )
 }
@@ -86,7 +86,7 @@ async fn server_info(State(s): State<Arc<SimState>>) -> Response {
             "internal_states".into(),
             json!([{ "last_gen_throughput": 0.0 }]),
         );
-        map.insert("version".into(), json!("0.5.23"));
+        map.insert("version".into(), json!(s.version.as_str()));
         map.insert("frontend".into(), json!("switchboard-sim"));
     }
     json(StatusCode::OK, &info)
@@ -111,16 +111,27 @@ async fn models(State(s): State<Arc<SimState>>) -> Response {
     )
 }
 
+/// `/v1/loads` (`entrypoints/v1_loads.py`): 0.5.9's per-rank object has no
+/// `num_waiting_uncached_tokens`.
 async fn loads(State(s): State<Arc<SimState>>) -> Response {
-    let load = s.driver.loads();
+    let mut load = json!(s.driver.loads());
+    if !s.version.loads_report_uncached_tokens() {
+        if let Some(map) = load.as_object_mut() {
+            map.remove("num_waiting_uncached_tokens");
+        }
+    }
     json(
         StatusCode::OK,
-        &json!({"timestamp": unix_now(), "version": "0.5.23", "accelerator": "simulated", "num_accelerators": 1, "loads": [load]}),
+        &json!({"timestamp": unix_now(), "version": s.version.as_str(), "dp_rank_count": 1, "loads": [load]}),
     )
 }
 
-/// SGLang 0.5.9's deprecated form: a list, one item per DP rank.
+/// SGLang 0.5.9's deprecated form (`Scheduler.get_load`): a list, one item per DP rank, whose
+/// `num_tokens` is used KV plus the waiting requests' tokens. Gone in 0.5.23 (FastAPI's 404).
 async fn get_load(State(s): State<Arc<SimState>>) -> Response {
+    if !s.version.has_get_load() {
+        return json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}));
+    }
     let l = s.driver.loads();
     json(
         StatusCode::OK,

@@ -170,8 +170,8 @@ mod tests {
             r#"{"id":"r","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":5,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1},"reasoning_tokens":0,"completion_tokens_details":null}}"#
         );
         assert_eq!(
-            text(&ErrorObject::new("no", "BadRequest", 400)),
-            r#"{"object":"error","message":"no","type":"BadRequest","param":null,"code":400}"#
+            text(&ErrorObject::new("no", "BadRequestError", 400)),
+            r#"{"object":"error","message":"no","type":"BadRequestError","param":null,"code":400}"#
         );
     }
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::driver::Driver;
 use super::faults::Faults;
 use super::metrics::SimMetrics;
+use super::version::SglangVersion;
 use super::vocab::OutputVocab;
 use crate::tokenize::Tokenizer;
 
@@ -21,6 +22,7 @@ pub struct SimState {
     pub faults: Faults,
     pub metrics: SimMetrics,
     pub context_length: usize,
+    pub version: SglangVersion,
     pub incremental_output: bool,
     pub skip_tokenizer_init: bool,
     pub cache_report: bool,

@@ -158,14 +158,7 @@ impl GenerateStream {
         }
         let chunk: GenerateChunk = match serde_json::from_slice(data) {
             Ok(c) => c,
-            Err(_) => {
-                let msg = crate::protocol::sglang::error_message(data)
-                    .unwrap_or_else(|| String::from_utf8_lossy(data).into_owned());
-                return Err(UpstreamError::Aborted {
-                    message: msg,
-                    status: None,
-                });
-            }
+            Err(_) => return Err(super::first_event::refusal(data)),
         };
         let meta = chunk.meta_info;
         let ids = chunk.output_ids.unwrap_or_default();

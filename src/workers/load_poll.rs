@@ -1,75 +1,17 @@
-//! Polling each worker's own load report: SGLang's `/v1/loads` (0.5.x), falling back to the
-//! deprecated `/get_load` list, then to Prometheus gauges on `/metrics` (SGLang's or
-//! llama.cpp's); engines with none of them keep zeros and are routed on the gateway's own
-//! bookings alone.
+//! Polling each worker's own load report: SGLang's `/v1/loads` (0.5.x; 0.5.9's lacks waiting
+//! tokens, which then come from its `/get_load`), else the deprecated `/get_load` list, else
+//! Prometheus gauges on `/metrics` (SGLang's or llama.cpp's); engines with none of them keep
+//! zeros and are routed on the gateway's own bookings alone. Parsing: `load_report`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use tokio::task::JoinSet;
 
+use super::load_report::{self, LoadSource, LoadSources};
 use super::{EngineLoad, Registry, Worker, WorkerId};
 use crate::upstream::Client;
-
-#[derive(Deserialize)]
-struct Loads {
-    loads: Vec<RankLoad>,
-}
-
-#[derive(Deserialize, Default)]
-struct RankLoad {
-    #[serde(default)]
-    num_running_reqs: u64,
-    #[serde(default)]
-    num_waiting_reqs: u64,
-    #[serde(default)]
-    num_waiting_uncached_tokens: u64,
-}
-
-#[derive(Deserialize)]
-struct LegacyLoad {
-    #[serde(default)]
-    num_reqs: u64,
-    #[serde(default)]
-    num_waiting_reqs: u64,
-    #[serde(default)]
-    num_tokens: u64,
-}
-
-/// Parses either shape; data-parallel ranks are summed.
-pub fn parse(v1_loads: Option<&[u8]>, get_load: Option<&[u8]>) -> Option<EngineLoad> {
-    if let Some(l) = v1_loads.and_then(|b| serde_json::from_slice::<Loads>(b).ok()) {
-        return Some(
-            l.loads
-                .iter()
-                .fold(EngineLoad::default(), |acc, r| EngineLoad {
-                    running_requests: acc.running_requests + r.num_running_reqs,
-                    waiting_requests: acc.waiting_requests + r.num_waiting_reqs,
-                    waiting_uncached_tokens: acc.waiting_uncached_tokens
-                        + r.num_waiting_uncached_tokens,
-                }),
-        );
-    }
-    let ranks = get_load.and_then(|b| serde_json::from_slice::<Vec<LegacyLoad>>(b).ok())?;
-    Some(
-        ranks
-            .iter()
-            .fold(EngineLoad::default(), |acc, r| EngineLoad {
-                running_requests: acc.running_requests
-                    + r.num_reqs.saturating_sub(r.num_waiting_reqs),
-                waiting_requests: acc.waiting_requests + r.num_waiting_reqs,
-                // 0.5.9 reports used KV plus waiting prompt tokens together; the waiting part is unknown.
-                waiting_uncached_tokens: acc.waiting_uncached_tokens
-                    + if r.num_waiting_reqs > 0 {
-                        r.num_tokens
-                    } else {
-                        0
-                    },
-            }),
-    )
-}
 
 /// Where a worker's load report comes from; found once, then remembered (like SMG memoises its
 /// 404s), so a worker without `/v1/loads` is not asked for it four times a second.
@@ -81,50 +23,43 @@ enum Source {
     None,
 }
 
-/// Prometheus gauges that say the same: SGLang's own, or llama.cpp's.
-pub fn parse_metrics(text: &str) -> Option<EngineLoad> {
-    let sum = |names: &[&str]| -> Option<f64> {
-        let mut found = None;
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-            if names.contains(&&line[..name_end]) {
-                let v: f64 = line
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0.0);
-                found = Some(found.unwrap_or(0.0) + v);
-            }
-        }
-        found
-    };
-    let running = sum(&["sglang:num_running_reqs", "llamacpp:requests_processing"])?;
-    let waiting = sum(&["sglang:num_queue_reqs", "llamacpp:requests_deferred"]).unwrap_or(0.0);
-    Some(EngineLoad {
-        running_requests: running as u64,
-        waiting_requests: waiting as u64,
-        waiting_uncached_tokens: 0,
-    })
-}
-
 async fn poll(
     client: &Client,
     worker: &Worker,
     source: Source,
     timeout: Duration,
-) -> Option<EngineLoad> {
+) -> Option<(EngineLoad, LoadSources)> {
     let body = |path: &'static str| async move {
         match client.get(&worker.origin, path, timeout).await {
             Ok((status, body)) if status.is_success() => Some(body),
             _ => None,
         }
     };
-    match source {
-        Source::V1Loads => parse(Some(&body("/v1/loads").await?), None),
-        Source::GetLoad => parse(None, Some(&body("/get_load").await?)),
-        Source::Metrics => parse_metrics(std::str::from_utf8(&body("/metrics").await?).ok()?),
-        Source::None => None,
-    }
+    let (first, fallback) = match source {
+        Source::V1Loads => {
+            let r = load_report::v1_loads(&body("/v1/loads").await?)?;
+            // 0.5.9's /v1/loads has no waiting tokens; its /get_load does.
+            let fallback = match r.waiting_tokens {
+                Some(_) => None,
+                None => body("/get_load")
+                    .await
+                    .and_then(|b| load_report::get_load(&b, r.used_tokens))
+                    .map(|g| (g, LoadSource::GetLoad)),
+            };
+            ((r, LoadSource::V1Loads), fallback)
+        }
+        Source::GetLoad => {
+            let r = load_report::get_load(&body("/get_load").await?, None)?;
+            ((r, LoadSource::GetLoad), None)
+        }
+        Source::Metrics => {
+            let text = body("/metrics").await?;
+            let r = load_report::metrics(std::str::from_utf8(&text).ok()?)?;
+            ((r, LoadSource::Metrics), None)
+        }
+        Source::None => return None,
+    };
+    Some(load_report::merge(first, fallback))
 }
 
 /// Tries each source in turn; `None` when the worker reports its load nowhere.
@@ -132,7 +67,7 @@ async fn discover(
     client: &Client,
     worker: &Worker,
     timeout: Duration,
-) -> (Source, Option<EngineLoad>) {
+) -> (Source, Option<(EngineLoad, LoadSources)>) {
     for source in [Source::V1Loads, Source::GetLoad, Source::Metrics] {
         if let Some(load) = poll(client, worker, source, timeout).await {
             return (source, Some(load));
@@ -162,8 +97,9 @@ async fn poll_worker(
         let misses = if load.is_some() { 0 } else { misses + 1 };
         ((source, misses), load)
     };
-    if let Some(load) = load {
+    if let Some((load, sources)) = load {
         worker.set_engine_load(load);
+        worker.set_load_sources(sources);
     }
     state
 }
@@ -216,54 +152,3 @@ pub fn spawn(
 
 /// Failed polls (or polls of a worker with no source) before the sources are tried again.
 const REDISCOVER_AFTER: u32 = 40;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_both_shapes() {
-        let v1 = br#"{"version":"0.5.23","loads":[{"num_running_reqs":3,"num_waiting_reqs":2,"num_waiting_uncached_tokens":700},{"num_running_reqs":1}]}"#;
-        assert_eq!(
-            parse(Some(v1), None),
-            Some(EngineLoad {
-                running_requests: 4,
-                waiting_requests: 2,
-                waiting_uncached_tokens: 700
-            })
-        );
-        let legacy = br#"[{"dp_rank":0,"num_reqs":5,"num_waiting_reqs":1,"num_tokens":900}]"#;
-        assert_eq!(
-            parse(None, Some(legacy)),
-            Some(EngineLoad {
-                running_requests: 4,
-                waiting_requests: 1,
-                waiting_uncached_tokens: 900
-            })
-        );
-        assert_eq!(parse(Some(b"<html>"), Some(b"{}")), None);
-    }
-
-    #[test]
-    fn reads_prometheus_gauges_of_sglang_and_llama_cpp() {
-        let sglang = "# HELP x\nsglang:num_running_reqs{dp_rank=\"0\"} 3\nsglang:num_running_reqs{dp_rank=\"1\"} 2\nsglang:num_queue_reqs 4\n";
-        assert_eq!(
-            parse_metrics(sglang),
-            Some(EngineLoad {
-                running_requests: 5,
-                waiting_requests: 4,
-                waiting_uncached_tokens: 0
-            })
-        );
-        let llama = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n";
-        assert_eq!(
-            parse_metrics(llama),
-            Some(EngineLoad {
-                running_requests: 2,
-                waiting_requests: 1,
-                waiting_uncached_tokens: 0
-            })
-        );
-        assert_eq!(parse_metrics("other_metric 1\n"), None);
-    }
-}

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::breaker::Breaker;
+use super::load_report::LoadSources;
 use crate::upstream::Origin;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -32,6 +33,8 @@ pub struct Worker {
     engine_running: AtomicU64,
     engine_waiting: AtomicU64,
     engine_waiting_uncached: AtomicU64,
+    /// Where the engine figures came from (shown in `GET /workers`).
+    load_sources: std::sync::Mutex<LoadSources>,
 }
 
 impl Worker {
@@ -47,6 +50,7 @@ impl Worker {
             engine_running: AtomicU64::new(0),
             engine_waiting: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
+            load_sources: Default::default(),
         })
     }
 
@@ -93,6 +97,14 @@ impl Worker {
             waiting_requests: self.engine_waiting.load(Ordering::Relaxed),
             waiting_uncached_tokens: self.engine_waiting_uncached.load(Ordering::Relaxed),
         }
+    }
+
+    pub fn load_sources(&self) -> LoadSources {
+        *self.load_sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_load_sources(&self, sources: LoadSources) {
+        *self.load_sources.lock().unwrap_or_else(|e| e.into_inner()) = sources;
     }
 
     pub fn set_engine_load(&self, load: EngineLoad) {

@@ -26,6 +26,8 @@ mod request_ids;
 mod request_props;
 mod retry_backoff;
 mod sglang_modes;
+mod sglang_refusals;
+mod sim_versions;
 mod simulator;
 mod worker_addresses;
 mod workers_admin;

@@ -76,7 +76,15 @@ async fn generate_stream_is_cumulative_by_default_and_incremental_on_request() {
 
 #[tokio::test]
 async fn loads_report_running_and_waiting() {
-    let sim = support::sim(&["--max-running-requests", "1", "--decode-base-us", "20000"]).await;
+    let sim = support::sim(&[
+        "--sglang-version",
+        "0.5.23",
+        "--max-running-requests",
+        "1",
+        "--decode-base-us",
+        "20000",
+    ])
+    .await;
     let body = json!({"input_ids": (1..=100).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 200}, "stream": true});
     let mut a = post(&format!("{}/generate", sim.url), &body).await;
     a.chunk().await.expect("chunk");
@@ -94,15 +102,13 @@ async fn loads_report_running_and_waiting() {
     assert_eq!(l["num_running_reqs"], 1);
     assert_eq!(l["num_waiting_reqs"], 1);
     assert_eq!(l["num_waiting_uncached_tokens"], 50);
-    let legacy: Value = support::client()
+    // 0.5.23 has no /get_load (0.5.9's shape: tests/it/sim_versions.rs).
+    let legacy = support::client()
         .get(format!("{}/get_load", sim.url))
         .send()
         .await
-        .expect("get_load")
-        .json()
-        .await
-        .expect("json");
-    assert_eq!(legacy[0]["num_reqs"], 2);
+        .expect("get_load");
+    assert_eq!(legacy.status().as_u16(), 404);
 }
 
 #[tokio::test]
@@ -132,7 +138,7 @@ async fn queue_full_is_503() {
 
 #[tokio::test]
 async fn errors_use_sglang_shapes() {
-    let sim = support::sim(&["--context-length", "16"]).await;
+    let sim = support::sim(&["--sglang-version", "0.5.23", "--context-length", "16"]).await;
     let r = post(
         &format!("{}/generate", sim.url),
         &json!({"input_ids": [1, 2], "sampling_params": {"bogus": 1}}),
@@ -212,13 +218,33 @@ async fn abort_request_frees_the_slot() {
     let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1000}, "stream": true, "rid": "job-7"});
     let mut r = post(&format!("{}/generate", sim.url), &body).await;
     r.chunk().await.expect("chunk");
+    // The front end passes an abort on only for an exact live rid; a mere prefix is ignored.
     post(
         &format!("{}/abort_request", sim.url),
         &json!({"rid": "job-"}),
     )
     .await;
+    assert_eq!(support::sim_busy(&sim.url).await, 1);
+    post(
+        &format!("{}/abort_request", sim.url),
+        &json!({"rid": "job-7"}),
+    )
+    .await;
     let rest = r.text().await.expect("rest");
-    assert!(rest.contains("\"abort\""), "{rest}");
+    let last: Value = support::sse_data(&rest)
+        .iter()
+        .rev()
+        .find_map(|d| serde_json::from_str(d).ok())
+        .expect("an abort chunk");
+    // A running request ends "Aborted", with its cumulative text and ids.
+    assert_eq!(
+        last["meta_info"]["finish_reason"]["message"], "Aborted",
+        "{rest}"
+    );
+    assert!(
+        !last["output_ids"].as_array().expect("ids").is_empty(),
+        "{rest}"
+    );
     let v: Value = support::client()
         .get(format!("{}/v1/loads", sim.url))
         .send()
@@ -262,4 +288,25 @@ fn help_documents_every_knob() {
     ] {
         assert!(help.contains(flag), "sim --help lacks {flag}");
     }
+}
+
+/// SGLang notices a non-streaming client that left only at its next 4 s disconnect check, so
+/// a gateway that forgets `/abort_request` leaves the request running meanwhile.
+#[tokio::test]
+async fn a_non_streaming_client_that_leaves_is_noticed_at_the_next_check() {
+    let sim = support::sim(&["--decode-base-us", "20000"]).await;
+    let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}});
+    let gave_up = support::client()
+        .post(format!("{}/generate", sim.url))
+        .json(&body)
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client gave up");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(support::sim_busy(&sim.url).await, 1, "still running");
+    support::eventually("the request is aborted at the 4 s check", || async {
+        support::sim_busy(&sim.url).await == 0
+    })
+    .await;
 }

@@ -176,9 +176,21 @@ pub async fn wait_ok_within(url: &str, limit: Duration) {
     panic!("{url} did not become ready");
 }
 
+/// Which SGLang release `sim` behaves as when a test does not say: the test matrix runs the
+/// suite once per value (docs/testing.md). Unset: the simulator's default (0.5.23).
+pub const SIM_VERSION_ENV: &str = "SWITCHBOARD_SIM_SGLANG_VERSION";
+
 /// A simulated SGLang worker with extra flags.
 pub async fn sim(extra: &[&str]) -> Proc {
     let mut args = vec!["sim".to_string(), "--port".into(), "0".into()];
+    if !extra.contains(&"--sglang-version") {
+        if let Some(v) = std::env::var(SIM_VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            args.extend(["--sglang-version".into(), v]);
+        }
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let p = start(args, &[], SIM_LISTENING).await;
     wait_ok(&format!("{}/health", p.url)).await;
