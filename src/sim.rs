@@ -8,6 +8,7 @@
 //! - `radix`: the radix prefix cache over token ids.
 //! - `engine`: the pure engine model (scheduling, chunked prefill, KV pool, step times).
 //! - `vocab`: the real words the simulator generates, as token ids.
+//! - `script`: `POST /sim/script` rules that make the model say a given text.
 //! - `plan`: what one request will generate, decided up front from its prompt and sampling.
 //! - `faults`: fault knobs, set by flags or `POST /sim/faults`.
 //! - `metrics`: SGLang's Prometheus metrics.
@@ -32,6 +33,7 @@ mod plan;
 pub mod radix;
 mod reply;
 mod run;
+mod script;
 mod server;
 mod shapes;
 mod state;
@@ -218,6 +220,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         server_args,
         started_unix: unix_now(),
         recent: Default::default(),
+        scripts: Default::default(),
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);

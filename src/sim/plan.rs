@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::vocab::OutputVocab;
 use crate::protocol::sglang::{FinishReason, SamplingParams};
+use crate::tokenize::Tokenizer;
 
 /// SGLang's `/generate` default when `max_new_tokens` is not given.
 pub const DEFAULT_MAX_NEW_TOKENS: u32 = 128;
@@ -77,6 +78,73 @@ impl Plan {
         }
         let mut plan = Plan {
             output_ids,
+            text,
+            ends,
+            finish,
+        };
+        plan.apply_stop_strings(&params.stop, params.no_stop_trim.unwrap_or(false));
+        plan
+    }
+
+    /// A scripted output (`script`): exactly these ids, then the end-of-sequence token, as a
+    /// model that says this text and stops; `max_new_tokens`, stop token ids and stop strings
+    /// apply as to any output.
+    pub fn scripted(
+        tokenizer: &Tokenizer,
+        vocab: &OutputVocab,
+        mut ids: Vec<u32>,
+        params: &SamplingParams,
+    ) -> Plan {
+        let max_new = params
+            .max_new_tokens
+            .unwrap_or(DEFAULT_MAX_NEW_TOKENS)
+            .max(1) as usize;
+        let mut finish = FinishReason::Stop {
+            matched: vocab.eos().map(Value::from),
+        };
+        let mut stop_token = vocab.eos();
+        ids.extend(vocab.eos());
+        if ids.len() > max_new {
+            ids.truncate(max_new);
+            finish = FinishReason::Length {
+                length: Some(max_new as u32),
+            };
+            stop_token = None;
+        }
+        if let Some(i) = ids.iter().position(|t| params.stop_token_ids.contains(t)) {
+            ids.truncate(i + 1);
+            finish = FinishReason::Stop {
+                matched: Some(Value::from(ids[i])),
+            };
+            stop_token = Some(ids[i]);
+        }
+        // The token that stopped the model has no text.
+        let with_text = match stop_token {
+            Some(t) if ids.last() == Some(&t) => ids.len() - 1,
+            _ => ids.len(),
+        };
+        let skip = params.skip_special_tokens.unwrap_or(true);
+        let decode = |n: usize| tokenizer.decode(&ids[..n], skip).unwrap_or_default();
+        let text = decode(with_text);
+        // What is visible after each token: the part of the final text its prefix decodes to
+        // (a partial character shows once it is whole).
+        let mut ends = Vec::with_capacity(ids.len());
+        let mut end = 0;
+        for k in 1..=ids.len() {
+            let prefix = decode(k.min(with_text));
+            let mut common = prefix
+                .bytes()
+                .zip(text.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            while !text.is_char_boundary(common) {
+                common -= 1;
+            }
+            end = end.max(common);
+            ends.push(end);
+        }
+        let mut plan = Plan {
+            output_ids: ids,
             text,
             ends,
             finish,

@@ -78,7 +78,10 @@ impl Run {
             let room = state.context_length.saturating_sub(prompt_tokens).max(1);
             params.max_new_tokens = Some((room as u32).min(super::plan::DEFAULT_MAX_NEW_TOKENS));
         }
-        let plan = Plan::new(&state.vocab, &prompt, &params, state.eos_probability);
+        let plan = match state.scripts.output_for(&state.tokenizer, &prompt) {
+            Some(ids) => Plan::scripted(&state.tokenizer, &state.vocab, ids, &params),
+            None => Plan::new(&state.vocab, &prompt, &params, state.eos_probability),
+        };
         let ticket = state
             .driver
             .submit(

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::faults::FaultConfig;
 use super::reply::{bad_request, json};
+use super::script::RuleRequest;
 use super::state::{unix_now, SimState};
 use super::{generate, openai};
 use crate::protocol::openai::{ModelCard, ModelList};
@@ -41,6 +42,7 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/sim/faults", get(get_faults).post(set_faults))
         .route("/sim/requests", get(recent_requests))
+        .route("/sim/script", post(add_script).delete(clear_scripts))
         .with_state(state)
 }
 
@@ -199,6 +201,21 @@ async fn set_faults(State(s): State<Arc<SimState>>, body: Bytes) -> Response {
         }
         Err(e) => bad_request(&e.to_string()),
     }
+}
+
+async fn add_script(State(s): State<Arc<SimState>>, body: Bytes) -> Response {
+    let added = serde_json::from_slice::<RuleRequest>(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|rule| s.scripts.add(&s.tokenizer, rule));
+    match added {
+        Ok(rules) => json(StatusCode::OK, &serde_json::json!({ "rules": rules })),
+        Err(e) => bad_request(&e),
+    }
+}
+
+async fn clear_scripts(State(s): State<Arc<SimState>>) -> Response {
+    s.scripts.clear();
+    json(StatusCode::OK, &serde_json::json!({ "rules": 0 }))
 }
 
 async fn recent_requests(State(s): State<Arc<SimState>>) -> Response {

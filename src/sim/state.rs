@@ -1,6 +1,7 @@
 //! What every simulator handler shares: the served model's settings, the engine driver, faults,
 //! metrics, and the last requests received.
 
+use super::script::Scripts;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -32,6 +33,8 @@ pub struct SimState {
     /// The last requests' rids and prompt ids, for `GET /sim/requests` (tests check what a
     /// gateway really sent).
     pub recent: Mutex<VecDeque<ReceivedRequest>>,
+    /// `POST /sim/script` rules: prompts that make the model say a given text.
+    pub scripts: Scripts,
 }
 
 #[derive(Debug, Clone, Serialize)]
