@@ -318,12 +318,23 @@ async fn engine_killed_mid_run() {
         killed.elapsed()
     );
     let errors = ends.iter().filter(|e| !matches!(e, End::Done)).count();
-    // Streams already under way on the dead engine cannot be retried (bytes went out): each
-    // must end with an error the client can see, the others complete.
+    // Streams on the dead engine cannot be retried (it may have started them): each must end
+    // with an error the client can see, the others complete. One whose first event had not
+    // come yet (the engine still in its prompt) gets an HTTP error, as nothing went out; one
+    // under way gets an SSE error event.
     assert_eq!(errors, victim as usize, "ends: {ends:?}");
     for e in &ends {
         match e {
-            End::Status(code, body) => panic!("a stream under way got HTTP {code}: {body}"),
+            End::Status(code, body) => {
+                assert!((500..600).contains(code), "HTTP {code}: {body}");
+                let v: Value = serde_json::from_str(body).expect("an OpenAI error body");
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| !m.is_empty()),
+                    "HTTP {code} without an error message: {body}"
+                );
+            }
             End::ErrorEvent(err) => {
                 let err: Value = serde_json::from_str(err).expect("error object");
                 assert!(
