@@ -64,6 +64,21 @@ fn key(what: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsErr
     })
 }
 
+/// The system trust store, read once per process (a gateway builds one client; tests build many).
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        // Unreadable system certificates are skipped (as curl does); the rest still count.
+        let native = rustls_native_certs::load_native_certs();
+        for err in &native.errors {
+            tracing::debug!(error = %err, "system CA certificate skipped");
+        }
+        roots.add_parsable_certificates(native.certs);
+        roots
+    })
+}
+
 /// Where the worker client's trust and identity come from.
 #[derive(Debug, Default, Clone)]
 pub struct ClientTls<'a> {
@@ -75,13 +90,7 @@ pub struct ClientTls<'a> {
 
 impl ClientTls<'_> {
     pub fn config(&self) -> Result<ClientConfig, TlsError> {
-        let mut roots = RootCertStore::empty();
-        // Unreadable system certificates are skipped (as curl does); the rest still count.
-        let native = rustls_native_certs::load_native_certs();
-        for err in &native.errors {
-            tracing::debug!(error = %err, "system CA certificate skipped");
-        }
-        roots.add_parsable_certificates(native.certs);
+        let mut roots = system_roots().clone();
         if let Some(path) = self.extra_ca {
             for cert in certs("worker CA certificate", path)? {
                 roots.add(cert)?;
