@@ -36,7 +36,7 @@ pub enum HubError {
         endpoint: String,
         status: u16,
     },
-    #[error("cannot reach the Hub at {endpoint} for `{repo}`: {reason} (with HF_HUB_OFFLINE=1 only the cache is used)")]
+    #[error("`{repo}` is not a local folder, and the Hub at {endpoint} cannot be reached for it: {reason} (with HF_HUB_OFFLINE=1 only the cache is used)")]
     Unreachable {
         repo: String,
         endpoint: String,

@@ -168,7 +168,7 @@ async fn missing_gated_and_unreachable_repos_stop_startup_with_the_reason() {
     )
     .await;
     assert!(
-        err.contains(REPO) && err.contains("cannot reach the Hub"),
+        err.contains(REPO) && err.contains("cannot be reached"),
         "{err}"
     );
 

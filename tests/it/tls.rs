@@ -24,6 +24,24 @@ async fn chat(client: &reqwest::Client, gw: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap_or_default())
 }
 
+/// A client that trusts the test CA.
+fn https_client(pki: &Pki) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(pki.reqwest_ca())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Waits for `/readiness` 200 over HTTPS.
+async fn ready_https(client: &reqwest::Client, gw: &support::Proc) {
+    support::eventually("the HTTPS gateway ready", || async {
+        let r = client.get(format!("{}/readiness", gw.url)).send().await;
+        matches!(r, Ok(r) if r.status().is_success())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn https_worker_needs_its_ca_and_serves_with_it() {
     let pki = Pki::generate("worker");
@@ -115,16 +133,8 @@ async fn listener_serves_https_and_refuses_plain_http() {
     ])
     .await;
     assert!(gw.url.starts_with("https://127.0.0.1:"), "{}", gw.url);
-    let client = reqwest::Client::builder()
-        .add_root_certificate(pki.reqwest_ca())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    support::eventually("the HTTPS gateway ready", || async {
-        let r = client.get(format!("{}/readiness", gw.url)).send().await;
-        matches!(r, Ok(r) if r.status().is_success())
-    })
-    .await;
+    let client = https_client(&pki);
+    ready_https(&client, &gw).await;
     let (status, body) = chat(&client, &gw.url).await;
     assert_eq!(status, 200, "{body}");
 
@@ -145,4 +155,32 @@ async fn listener_serves_https_and_refuses_plain_http() {
         .send()
         .await;
     assert!(r.is_err(), "an untrusted certificate was accepted");
+}
+
+/// The OpenAI SDK (httpx trusting the test CA) through the gateway's HTTPS listener.
+#[tokio::test]
+async fn openai_sdk_through_the_https_listener() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let pki = Pki::generate("sdk");
+    let sim = support::sim(&["--enable-cache-report"]).await;
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let gw = support::gateway_https(&[
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--worker-urls",
+        &sim.url,
+    ])
+    .await;
+    ready_https(&https_client(&pki), &gw).await;
+    let r = support::python::run(
+        &py,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), MODEL.into(), pki.path("ca.pem")],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
 }
