@@ -24,13 +24,27 @@ const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("Hub repository `{repo}` (revision `{revision}`) not found at {endpoint}, and `{repo}` is not a local folder either: check the repo id and revision")]
+    #[error("Hub repository `{repo}` not found at {endpoint}, and `{repo}` is not a local folder either: check the repo id (a private repo also needs HF_TOKEN)")]
+    RepoNotFound { repo: String, endpoint: String },
+    #[error("Hub repository `{repo}` has no revision `{revision}` (--tokenizer-revision)")]
+    RevisionNotFound { repo: String, revision: String },
+    #[error("Hub repository `{repo}` (revision `{revision}`) has no {file}")]
+    FileNotFound {
+        repo: String,
+        revision: String,
+        file: &'static str,
+    },
+    /// A 404 without the Hub's error code (a mirror, say): which part is missing is unknown.
+    #[error("not found at {endpoint}: Hub repository `{repo}`, its revision `{revision}` or its {file} (and `{repo}` is not a local folder either)")]
     NotFound {
         repo: String,
         revision: String,
         endpoint: String,
+        file: &'static str,
     },
-    #[error("Hub repository `{repo}` at {endpoint} answered {status}: it is gated or private (or does not exist); set HF_TOKEN to a token with access, after accepting the model's terms on its Hub page")]
+    #[error("Hub repository `{repo}` is gated and the Hub answered {status}: accept the model's terms on its Hub page, then set HF_TOKEN to a token of that account")]
+    Gated { repo: String, status: u16 },
+    #[error("Hub repository `{repo}` at {endpoint} answered {status}: it is private or gated (or does not exist); set HF_TOKEN to a token with access")]
     Denied {
         repo: String,
         endpoint: String,
@@ -139,23 +153,30 @@ pub async fn fetch(repo: &RepoId, revision: &str) -> Result<PathBuf, HubError> {
         file: REQUIRED,
         reason: e.to_string(),
     })?;
-    let api_repo = api.repo(hf_repo);
-    let fail = |file, e| classify(repo, revision, &settings.endpoint, file, e);
-    let path = get(&api_repo, REQUIRED)
-        .await
-        .map_err(|e| fail(REQUIRED, e))?;
+    let refused = Refused {
+        repo,
+        revision,
+        endpoint: &settings.endpoint,
+        // What hf-hub sends: HF_TOKEN, else the token file.
+        token: settings.token.clone().or_else(|| cache.token()),
+        api_repo: api.repo(hf_repo),
+    };
+    let path = match get(&refused.api_repo, REQUIRED).await {
+        Ok(path) => path,
+        Err(e) => return Err(refused.error(REQUIRED, e).await),
+    };
     for file in OPTIONAL {
-        match get(&api_repo, file).await {
-            Ok(_) => {}
-            Err(e) => match fail(file, e) {
-                // The Hub answers 404 for a file the repo does not have.
-                HubError::NotFound { .. } => {}
-                // A cached repo still loads while the Hub is down, as in transformers.
-                HubError::Unreachable { reason, .. } if cached.is_some() => {
-                    tracing::warn!(repo = %repo.0, file, %reason, "Hub unreachable: using the cached files");
-                }
-                e => return Err(e),
-            },
+        let Err(e) = get(&refused.api_repo, file).await else {
+            continue;
+        };
+        match refused.error(file, e).await {
+            // A file the repo does not have.
+            HubError::FileNotFound { .. } | HubError::NotFound { .. } => {}
+            // A cached repo still loads while the Hub is down, as in transformers.
+            HubError::Unreachable { reason, .. } if cached.is_some() => {
+                tracing::warn!(repo = %repo.0, file, %reason, "Hub unreachable: using the cached files");
+            }
+            e => return Err(e),
         }
     }
     snapshot_dir(&path, repo)
@@ -173,48 +194,82 @@ enum Failure {
     Timeout,
 }
 
-fn classify(
-    repo: &RepoId,
-    revision: &str,
-    endpoint: &str,
-    file: &'static str,
-    failure: Failure,
-) -> HubError {
-    let unreachable = |reason: String| HubError::Unreachable {
-        repo: repo.0.clone(),
-        endpoint: endpoint.to_owned(),
-        reason,
-    };
-    let e = match failure {
-        Failure::Timeout => return unreachable(format!("no answer within {FILE_TIMEOUT:?}")),
-        Failure::Api(ApiError::TooManyRetries(inner)) => *inner,
-        Failure::Api(e) => e,
-    };
-    if let ApiError::RequestError(req) = &e {
-        match req.status().map(|s| s.as_u16()) {
-            Some(404) => {
-                return HubError::NotFound {
-                    repo: repo.0.clone(),
-                    revision: revision.to_owned(),
-                    endpoint: endpoint.to_owned(),
-                }
+/// Turns a failed download into what the operator needs to know.
+struct Refused<'a> {
+    repo: &'a RepoId,
+    revision: &'a str,
+    endpoint: &'a str,
+    token: Option<String>,
+    api_repo: ApiRepo,
+}
+
+impl Refused<'_> {
+    async fn error(&self, file: &'static str, failure: Failure) -> HubError {
+        let repo = self.repo.0.clone();
+        let unreachable = |reason: String| HubError::Unreachable {
+            repo: repo.clone(),
+            endpoint: self.endpoint.to_owned(),
+            reason,
+        };
+        let e = match failure {
+            Failure::Timeout => return unreachable(format!("no answer within {FILE_TIMEOUT:?}")),
+            Failure::Api(ApiError::TooManyRetries(inner)) => *inner,
+            Failure::Api(e) => e,
+        };
+        let status = match &e {
+            ApiError::RequestError(req) if req.is_connect() || req.is_timeout() => {
+                return unreachable(error_chain(req))
             }
-            Some(status @ (401 | 403)) => {
-                return HubError::Denied {
-                    repo: repo.0.clone(),
-                    endpoint: endpoint.to_owned(),
-                    status,
-                }
-            }
-            Some(_) => {}
-            None if req.is_connect() || req.is_timeout() => return unreachable(error_chain(req)),
-            None => {}
+            ApiError::RequestError(req) => req.status().map(|s| s.as_u16()),
+            _ => None,
+        };
+        let Some(status @ (401 | 403 | 404)) = status else {
+            return HubError::Download {
+                repo,
+                file,
+                reason: error_chain(&e),
+            };
+        };
+        let revision = self.revision.to_owned();
+        let endpoint = self.endpoint.to_owned();
+        match (self.error_code(file).await.as_deref(), status) {
+            // The Hub answers 401 for a repo that does not exist when no token is sent.
+            (Some("RepositoryNotFound"), _) => HubError::RepoNotFound { repo, endpoint },
+            (Some("RevisionNotFound"), _) => HubError::RevisionNotFound { repo, revision },
+            (Some("EntryNotFound"), _) => HubError::FileNotFound {
+                repo,
+                revision,
+                file,
+            },
+            (Some("GatedRepo"), status) => HubError::Gated { repo, status },
+            (_, 404) => HubError::NotFound {
+                repo,
+                revision,
+                endpoint,
+                file,
+            },
+            (_, status) => HubError::Denied {
+                repo,
+                endpoint,
+                status,
+            },
         }
     }
-    HubError::Download {
-        repo: repo.0.clone(),
-        file,
-        reason: error_chain(&e),
+
+    /// The Hub names the cause of a 401, 403 or 404 in `X-Error-Code`; hf-hub drops the
+    /// response, so it is asked once more (a HEAD, bounded).
+    async fn error_code(&self, file: &str) -> Option<String> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .ok()?;
+        let mut head = client.head(self.api_repo.url(file));
+        if let Some(token) = &self.token {
+            head = head.bearer_auth(token);
+        }
+        let resp = head.send().await.ok()?;
+        let code = resp.headers().get("x-error-code")?.to_str().ok()?;
+        Some(code.to_owned())
     }
 }
 

@@ -50,10 +50,22 @@ async fn chat_ok(gw: &support::Proc, model: &str) {
 
 /// `switchboard serve` that is expected not to start: its exit status and stderr.
 async fn serve_fails(model_path: &str, env: Vec<(&'static str, String)>) -> String {
-    let model_path = model_path.to_owned();
+    serve_fails_with(&[], model_path, env).await
+}
+
+async fn serve_fails_with(
+    extra: &[&str],
+    model_path: &str,
+    env: Vec<(&'static str, String)>,
+) -> String {
+    let args: Vec<String> = ["serve", "--port", "0", "--model-path", model_path]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(str::to_owned)
+        .collect();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["serve", "--port", "0", "--model-path", &model_path])
+            .args(&args)
             .envs(env)
             .output()
             .unwrap()
@@ -147,18 +159,29 @@ async fn missing_gated_and_unreachable_repos_stop_startup_with_the_reason() {
         }
         env
     };
-    let err = serve_fails("test-org/missing", env(None)).await;
-    assert!(
-        err.contains("`test-org/missing`") && err.contains("not found"),
-        "{err}"
-    );
+    // A missing repo is "not found" whether the Hub answered 401 (no token) or 404.
+    for token in [None, Some("hf_any")] {
+        let err = serve_fails("test-org/missing", env(token)).await;
+        assert!(err.contains("`test-org/missing` not found"), "{err}");
+    }
     let err = serve_fails(GATED, env(None)).await;
     assert!(
-        err.contains(GATED) && err.contains("401") && err.contains("HF_TOKEN"),
+        err.contains(GATED)
+            && err.contains("gated")
+            && err.contains("401")
+            && err.contains("HF_TOKEN"),
         "{err}"
     );
     let err = serve_fails(GATED, env(Some("hf_wrong"))).await;
-    assert!(err.contains(GATED) && err.contains("403"), "{err}");
+    assert!(
+        err.contains(GATED) && err.contains("gated") && err.contains("403"),
+        "{err}"
+    );
+    let err = serve_fails_with(&["--tokenizer-revision", "v9"], REPO, env(None)).await;
+    assert!(
+        err.contains(REPO) && err.contains("no revision `v9`"),
+        "{err}"
+    );
     let err = serve_fails(
         REPO,
         vec![

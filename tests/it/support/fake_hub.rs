@@ -1,7 +1,8 @@
 //! A fake Hugging Face Hub on 127.0.0.1 speaking the file-resolve route hf-hub uses
 //! (`GET /{org}/{name}/resolve/{revision}/{file}` with `Range`), answering as the Hub does: 206
-//! with `ETag`, `X-Repo-Commit` and `Content-Range`; 404 for an unknown repo, revision or file;
-//! 401 (no token) or 403 (a token without access) for a gated repo.
+//! with `ETag`, `X-Repo-Commit` and `Content-Range`; for an unknown repo 401 without a token and
+//! 404 with one; 404 for an unknown revision or file; 401 (no token) or 403 (a token without
+//! access) for a gated repo; each error with the Hub's `X-Error-Code`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -85,13 +86,21 @@ async fn resolve(
     let not_found = |code: &'static str| {
         (StatusCode::NOT_FOUND, [("x-error-code", code)], code).into_response()
     };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     let Some(repo) = repos.get(&format!("{org}/{name}")) else {
-        return not_found("RepositoryNotFound");
+        // Without a token the Hub does not say whether a private repo exists.
+        return match auth {
+            None => (
+                StatusCode::UNAUTHORIZED,
+                [("x-error-code", "RepositoryNotFound")],
+            )
+                .into_response(),
+            Some(_) => not_found("RepositoryNotFound"),
+        };
     };
     if repo.gated {
-        let auth = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
         match auth {
             None => {
                 return (StatusCode::UNAUTHORIZED, [("x-error-code", "GatedRepo")]).into_response()
