@@ -27,7 +27,12 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
     if let Some(metrics) = gw.metrics_addr {
         println!("switchboard metrics listening on http://{metrics}");
     }
-    println!("switchboard listening on http://{}", gw.addr);
+    let scheme = if gw.state.config.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!("switchboard listening on {scheme}://{}", gw.addr);
     let grace =
         std::time::Duration::from_secs(gw.state.config.reliability.shutdown_grace_period_secs);
     terminate_signal().await;

@@ -26,9 +26,25 @@ pub struct ServeConfig {
     /// Port to listen on.
     #[arg(long, default_value_t = 30000)]
     pub port: u16,
-    /// Worker base URLs (http://host:port).
+    /// PEM certificate chain: the listener speaks HTTPS (with `--tls-key`). Omitted: plain HTTP.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Worker base URLs (http://host:port or https://host:port).
     #[arg(long, num_args = 1..)]
     pub worker_urls: Vec<String>,
+    /// PEM CA certificate(s) trusted for https:// workers besides the system's roots.
+    #[arg(long)]
+    pub worker_ca_cert: Option<PathBuf>,
+    /// PEM client certificate chain shown to https:// workers that ask for one (mTLS), with
+    /// `--worker-client-key`.
+    #[arg(long, requires = "worker_client_key")]
+    pub worker_client_cert: Option<PathBuf>,
+    /// PEM private key for `--worker-client-cert`.
+    #[arg(long, requires = "worker_client_cert")]
+    pub worker_client_key: Option<PathBuf>,
     #[command(flatten)]
     pub routing: crate::routing::RoutingConfig,
     #[command(flatten)]
@@ -40,10 +56,16 @@ pub struct ServeConfig {
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,
-    /// Directory with tokenizer.json and tokenizer_config.json. Omitted: the bundled SmolLM2 tokenizer.
+    /// Directory with tokenizer.json and tokenizer_config.json, or a Hugging Face Hub repo id
+    /// (`org/name`) whose tokenizer files are downloaded into the Hub cache. Omitted: the bundled
+    /// SmolLM2 tokenizer.
     #[arg(long, alias = "tokenizer-path")]
     pub model_path: Option<PathBuf>,
-    /// Name clients use in `model`; defaults to the tokenizer folder's name (bundled: SmolLM2's).
+    /// Hub revision (branch, tag or commit) of a repo id in `--model-path`.
+    #[arg(long, alias = "revision", default_value = "main")]
+    pub tokenizer_revision: String,
+    /// Name clients use in `model`; defaults to the tokenizer folder's name, or the Hub repo id
+    /// (bundled: SmolLM2's).
     #[arg(long)]
     pub served_model_name: Option<String>,
     /// A Jinja chat template file overriding the tokenizer's.
@@ -108,6 +130,17 @@ pub enum ConfigError {
 }
 
 impl ServeConfig {
+    /// What the worker client trusts and shows for https:// workers.
+    pub fn worker_tls(&self) -> crate::net::tls::ClientTls<'_> {
+        crate::net::tls::ClientTls {
+            extra_ca: self.worker_ca_cert.as_deref(),
+            identity: self
+                .worker_client_cert
+                .as_deref()
+                .zip(self.worker_client_key.as_deref()),
+        }
+    }
+
     /// Parses `serve` arguments (without the program and subcommand names), then fills in
     /// whatever the command line left out from the `--config` file.
     pub fn from_args<I, T>(args: I) -> Result<ServeConfig, ConfigError>

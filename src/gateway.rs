@@ -17,6 +17,8 @@ use crate::workers::{health, load_poll, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
     #[error("tokenizer: {0}")]
     Tokenizer(#[from] crate::tokenize::TokenizeError),
     #[error("cannot read chat template {path}: {source}")]
@@ -30,6 +32,8 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Bind(#[from] crate::net::BindError),
+    #[error(transparent)]
+    Tls(#[from] crate::net::tls::TlsError),
     #[error(transparent)]
     Discovery(#[from] crate::discovery::watch::DiscoveryError),
 }
@@ -81,9 +85,10 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         &model.name,
         &config.routing.policy.name(),
     )?);
-    let client = Client::new(Duration::from_secs(
-        config.reliability.connect_timeout_secs.max(1),
-    ));
+    let client = Client::new(
+        Duration::from_secs(config.reliability.connect_timeout_secs.max(1)),
+        config.worker_tls().config()?,
+    );
     let router = Arc::new(Router::new(
         Arc::new(Registry::new(&config.worker_urls)?),
         crate::routing::build(&config.routing),
@@ -111,7 +116,8 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
 }
 
 /// Binds the listeners and serves in the background; health checks start at once.
-pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
+pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
+    fetch_hub_tokenizer(&mut config).await?;
     let state = Arc::new(build_state(config)?);
     let c = &state.config;
     let registry = state.router.registry();
@@ -137,6 +143,10 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         };
         crate::discovery::watch::spawn(fleet, &c.discovery).await?;
     }
+    let tls = match (&c.tls_cert, &c.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::net::tls::server_config(cert, key)?),
+        _ => None,
+    };
     let (tcp, local) = crate::net::bind(&c.host, c.port).await?;
     let metrics_addr = match c.prometheus_port {
         Some(port) => {
@@ -159,10 +169,21 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         };
         // Connection info gives the per-client rate limit its key for clients without a token.
         let app = app.into_make_service_with_connect_info::<crate::net::ClientAddr>();
-        if let Err(e) = axum::serve(crate::net::Listener::new(tcp), app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
+        let listener = crate::net::Listener::new(tcp);
+        let served = match tls {
+            Some(tls) => {
+                let listener = crate::net::tls::TlsListener::new(listener, local, tls);
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            }
+        };
+        if let Err(e) = served {
             tracing::error!(error = %e, "gateway server stopped");
         }
     });
@@ -172,6 +193,25 @@ pub async fn start(config: ServeConfig) -> Result<Gateway, StartError> {
         state,
         task,
     })
+}
+
+/// A Hub repo id in `--model-path` becomes the snapshot folder its files were downloaded to; the
+/// served name defaults to the repo id, which is what SGLang reports when given the same id.
+async fn fetch_hub_tokenizer(config: &mut ServeConfig) -> Result<(), StartError> {
+    let Some(repo) = config
+        .model_path
+        .as_deref()
+        .and_then(crate::hub::RepoId::from_model_path)
+    else {
+        return Ok(());
+    };
+    let dir = crate::hub::fetch(&repo, &config.tokenizer_revision).await?;
+    tracing::info!(repo = repo.as_str(), revision = %config.tokenizer_revision, dir = %dir.display(), "tokenizer from the Hub cache");
+    config
+        .served_model_name
+        .get_or_insert_with(|| repo.as_str().to_owned());
+    config.model_path = Some(dir);
+    Ok(())
 }
 
 impl Gateway {

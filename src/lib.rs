@@ -11,6 +11,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod gateway;
+pub mod hub;
 pub mod metrics;
 pub mod model;
 pub mod net;

@@ -15,12 +15,13 @@ struct Cli {
     command: Command,
 }
 
+// Settings are boxed: they are large next to `demo`'s.
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway in front of workers.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Run a simulated SGLang worker (no GPU needed).
-    Sim(SimOptions),
+    Sim(Box<SimOptions>),
     /// The gateway plus two simulated workers on loopback, ready for a curl.
     Demo(switchboard::commands::DemoOptions),
 }
@@ -35,7 +36,7 @@ async fn main() -> std::process::ExitCode {
             Err(switchboard::config::ConfigError::Clap(e)) => e.exit(),
             Err(e) => Err(e.to_string()),
         },
-        Command::Sim(opts) => switchboard::commands::sim(opts).await,
+        Command::Sim(opts) => switchboard::commands::sim(*opts).await,
         Command::Demo(opts) => switchboard::commands::demo(opts).await,
     };
     match result {

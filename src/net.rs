@@ -2,6 +2,8 @@
 //! chunk can wait ~40 ms for a delayed ACK), and an optional drop-everything switch for the
 //! simulator's connection fault.
 
+pub mod tls;
+
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};

@@ -1,5 +1,6 @@
 //! One pooled HTTP client for all workers: keep-alive connections (idle ones closed before
-//! SGLang's own 5 s keep-alive would), TCP_NODELAY, bounded connect time.
+//! SGLang's own 5 s keep-alive would), TCP_NODELAY, bounded connect time; `https://` workers
+//! through rustls with the trust and identity the operator configured.
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use axum::http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
@@ -16,15 +18,24 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 
 #[derive(Clone, Debug)]
 pub struct Client {
-    http: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
+    http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Client {
-    pub fn new(connect_timeout: Duration) -> Client {
+    /// `tls` is used for `https://` workers only; plain ones connect as before.
+    pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Client {
         let mut connector = HttpConnector::new();
+        // The TLS layer above hands https URIs down to this TCP connector.
+        connector.enforce_http(false);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
+        // HTTP/1.1 over TLS too (ALPN), as over plain TCP: what SGLang serves.
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(1024)

@@ -9,21 +9,25 @@ pub struct Origin {
     pub url: String,
     /// Parsed once so building a request URI is a concatenation.
     authority: String,
+    https: bool,
 }
 
 impl Origin {
-    /// Worker URLs must be plain http with a host: no other schemes, no paths that would change
-    /// where requests land.
+    /// Worker URLs must be http or https with a host: no other schemes, no paths that would
+    /// change where requests land.
     pub fn parse(url: &str) -> Result<Origin, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            // Workers sit next to the gateway on a private network; no TLS client is built in.
-            Some("https") => return Err(format!("worker URL `{url}`: https workers are not supported (no TLS client built in); use http://")),
-            _ => return Err(format!("worker URL `{url}` must start with http://")),
-        }
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => {
+                return Err(format!(
+                    "worker URL `{url}` must start with http:// or https://"
+                ))
+            }
+        };
         let authority = match uri.authority() {
             Some(a) if !a.host().is_empty() => a.to_string(),
             _ => return Err(format!("worker URL `{url}` has no host")),
@@ -37,12 +41,13 @@ impl Origin {
         Ok(Origin {
             url: url.trim_end_matches('/').to_owned(),
             authority,
+            https,
         })
     }
 
     pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
         Uri::builder()
-            .scheme("http")
+            .scheme(if self.https { "https" } else { "http" })
             .authority(self.authority.as_str())
             .path_and_query(path)
             .build()
@@ -60,9 +65,11 @@ mod tests {
             Origin::parse("http://worker.local/").map(|o| o.url),
             Ok("http://worker.local".to_owned())
         );
-        assert!(Origin::parse("https://worker.local")
-            .unwrap_err()
-            .contains("not supported"));
+        let tls = Origin::parse("https://worker.local:8443").unwrap();
+        assert_eq!(
+            tls.uri("/generate").unwrap().to_string(),
+            "https://worker.local:8443/generate"
+        );
         for bad in [
             "ftp://x",
             "127.0.0.1:80",

@@ -20,6 +20,8 @@ struct History {
     successes: u32,
     /// Excluded after having been healthy: re-admission needs more than one good answer.
     was_excluded: bool,
+    /// A worker that never passed a check has said once why (refused, TLS, status).
+    told_why_not_ready: bool,
 }
 
 impl History {
@@ -59,6 +61,15 @@ pub async fn check_now(client: &Client, worker: &Worker) {
     }
 }
 
+/// One `/health` probe; the error says why it failed.
+async fn check(client: &Client, worker: &Worker, timeout: Duration) -> Result<(), String> {
+    match client.get(&worker.origin, "/health", timeout).await {
+        Ok((status, _)) if status.is_success() => Ok(()),
+        Ok((status, _)) => Err(format!("/health answered {status}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,
@@ -72,20 +83,25 @@ pub fn spawn(
         loop {
             tick.tick().await;
             let workers = registry.snapshot();
-            let probes = workers
-                .iter()
-                .map(|w| client.probe(&w.origin, "/health", timeout));
+            let probes = workers.iter().map(|w| check(&client, w, timeout));
             let results = futures_util::future::join_all(probes).await;
             history.retain(|id, _| workers.iter().any(|w| w.id == *id));
-            for (w, ok) in workers.iter().zip(results) {
-                let healthy = history.entry(w.id).or_default().record(ok, w.is_healthy());
+            for (w, result) in workers.iter().zip(results) {
+                let h = history.entry(w.id).or_default();
+                let healthy = h.record(result.is_ok(), w.is_healthy());
+                let reason = result.err().unwrap_or_default();
                 if healthy != w.is_healthy() {
                     if healthy {
                         tracing::info!(worker = %w.url(), "worker healthy");
                     } else {
-                        tracing::warn!(worker = %w.url(), "worker failed its health checks; excluded");
+                        tracing::warn!(worker = %w.url(), error = %reason, "worker failed its health checks; excluded");
                     }
                     w.set_healthy(healthy);
+                } else if !healthy && !h.was_excluded && !h.told_why_not_ready {
+                    // Without this a worker that never comes up (wrong port, untrusted
+                    // certificate) would fail silently.
+                    h.told_why_not_ready = true;
+                    tracing::warn!(worker = %w.url(), error = %reason, "worker not healthy yet");
                 }
             }
         }

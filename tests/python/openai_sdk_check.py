@@ -3,12 +3,15 @@ OpenAI SDK: chat and completions, streamed and not, with and without usage
 chunks, plus a stop string. Relies on the simulator being deterministic per
 prompt, so a streamed answer must equal the non-streamed one.
 
-Usage: openai_sdk_check.py BASE_URL MODEL
+Usage: openai_sdk_check.py BASE_URL MODEL [CA_FILE]
+(CA_FILE: a PEM CA to trust for an https:// BASE_URL.)
 Prints one JSON summary line; exits 1 with a message on the first failure.
 """
 
 import json
 import sys
+
+import httpx
 
 from common import CheckFailed, check
 from openai import OpenAI, OpenAIError
@@ -19,9 +22,10 @@ MAX_TOKENS = 24
 
 
 class Runner:
-    def __init__(self, base_url, model):
+    def __init__(self, base_url, model, ca_file=None):
         # max_retries=0: a retried request would hide a failed first attempt.
-        self.client = OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="x", max_retries=0, timeout=60)
+        http = {"http_client": httpx.Client(verify=ca_file, timeout=60)} if ca_file else {}
+        self.client = OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="x", max_retries=0, timeout=60, **http)
         self.model = model
         self.requests = 0
 
@@ -94,9 +98,9 @@ def check_usage(what, usage, max_tokens, prompt_tokens=None):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: openai_sdk_check.py BASE_URL MODEL")
-    r = Runner(sys.argv[1], sys.argv[2])
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: openai_sdk_check.py BASE_URL MODEL [CA_FILE]")
+    r = Runner(*sys.argv[1:])
     summary = {"requests": 0}
     prompts = {
         "chat": "Tell me a short story about a lighthouse keeper.",

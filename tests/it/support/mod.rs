@@ -1,10 +1,12 @@
 //! Test harness: real `switchboard` processes (simulated workers and the gateway) on
 //! 127.0.0.1, killed when dropped; every wait is bounded.
 
+pub mod fake_hub;
 pub mod fake_kube;
 pub mod llama;
 pub mod python;
 pub mod scripted;
+pub mod tls;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -57,6 +59,7 @@ pub fn repo_path(rel: &str) -> String {
 
 /// What `switchboard serve` and `switchboard sim` print once they listen, then the bound address.
 const SERVE_LISTENING: &str = "switchboard listening on http://";
+const SERVE_LISTENING_TLS: &str = "switchboard listening on https://";
 const SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on http://";
 const METRICS_LISTENING: &str = "switchboard metrics listening on http://";
 
@@ -89,9 +92,14 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
         .unwrap_or_else(|_| panic!("switchboard {args:?} did not listen within {START_LIMIT:?}"))
         .unwrap_or_else(|_| panic!("switchboard {args:?} exited before listening"));
     let url_after = |prefix: &str| {
+        let scheme = if prefix.ends_with("https://") {
+            "https"
+        } else {
+            "http"
+        };
         head.iter()
             .find_map(|l| l.strip_prefix(prefix))
-            .map(|addr| format!("http://{addr}"))
+            .map(|addr| format!("{scheme}://{addr}"))
     };
     proc.url = url_after(listening).expect("the listening line");
     proc.port = proc
@@ -220,6 +228,14 @@ pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]
         wait_ok(&format!("{}/readiness", p.url)).await;
     }
     p
+}
+
+/// The gateway with `--tls-cert`/`--tls-key` among `args`, once it printed its `https://`
+/// address; readiness is the caller's to check, with a client that trusts its certificate.
+pub async fn gateway_https(args: &[&str]) -> Proc {
+    let mut all = vec!["serve".to_string(), "--port".into(), "0".into()];
+    all.extend(args.iter().map(|s| s.to_string()));
+    start(all, &[], SERVE_LISTENING_TLS).await
 }
 
 pub fn client() -> reqwest::Client {

@@ -1,0 +1,186 @@
+//! TLS: `https://` workers (behind a TLS-terminating proxy with a CA made at test time) trusted
+//! through `--worker-ca-cert`, mTLS with `--worker-client-cert`/`--worker-client-key`, and the
+//! gateway's own HTTPS listener (`--tls-cert`/`--tls-key`).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::tls::{proxy, Pki};
+use crate::support::{self, MODEL};
+
+fn chat_body() -> serde_json::Value {
+    json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+}
+
+/// Status and body of a chat request through `gw`.
+async fn chat(client: &reqwest::Client, gw: &str) -> (u16, String) {
+    let r = client
+        .post(format!("{gw}/v1/chat/completions"))
+        .json(&chat_body())
+        .send()
+        .await
+        .expect("send");
+    (r.status().as_u16(), r.text().await.unwrap_or_default())
+}
+
+/// A client that trusts the test CA.
+fn https_client(pki: &Pki) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(pki.reqwest_ca())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Waits for `/readiness` 200 over HTTPS.
+async fn ready_https(client: &reqwest::Client, gw: &support::Proc) {
+    support::eventually("the HTTPS gateway ready", || async {
+        let r = client.get(format!("{}/readiness", gw.url)).send().await;
+        matches!(r, Ok(r) if r.status().is_success())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn https_worker_needs_its_ca_and_serves_with_it() {
+    let pki = Pki::generate("worker");
+    let sim = support::sim(&[]).await;
+    let url = proxy(&pki, &sim.url, false).await;
+
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &url,
+            "--worker-ca-cert",
+            &pki.path("ca.pem"),
+        ],
+    )
+    .await;
+    support::ready(&gw).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A CA that did not sign the worker's certificate: no request gets through, and the
+    // log names the certificate problem.
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &url,
+            "--worker-ca-cert",
+            &pki.path("other-ca.pem"),
+        ],
+    )
+    .await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 503, "{body}");
+    support::eventually("the reason logged", || async {
+        gw.logs()
+            .contains("invalid peer certificate: UnknownIssuer")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mtls_worker_admits_only_a_gateway_with_a_client_certificate() {
+    let pki = Pki::generate("mtls");
+    let sim = support::sim(&[]).await;
+    let url = proxy(&pki, &sim.url, true).await;
+    let ca = pki.path("ca.pem");
+
+    let gw = support::gateway(&[], &["--worker-urls", &url, "--worker-ca-cert", &ca]).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 503, "{body}");
+    support::eventually("the reason logged", || async {
+        gw.logs().contains("CertificateRequired")
+    })
+    .await;
+
+    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &url,
+            "--worker-ca-cert",
+            &ca,
+            "--worker-client-cert",
+            &cert,
+            "--worker-client-key",
+            &key,
+        ],
+    )
+    .await;
+    support::ready(&gw).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn listener_serves_https_and_refuses_plain_http() {
+    let pki = Pki::generate("listener");
+    let sim = support::sim(&[]).await;
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let gw = support::gateway_https(&[
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--worker-urls",
+        &sim.url,
+    ])
+    .await;
+    assert!(gw.url.starts_with("https://127.0.0.1:"), "{}", gw.url);
+    let client = https_client(&pki);
+    ready_https(&client, &gw).await;
+    let (status, body) = chat(&client, &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let plain = gw.url.replacen("https://", "http://", 1);
+    let r = support::client()
+        .get(format!("{plain}/health"))
+        .send()
+        .await;
+    assert!(
+        r.is_err(),
+        "plain HTTP answered: {:?}",
+        r.map(|r| r.status())
+    );
+    // Nor does a client that does not trust the certificate.
+    let r = support::client()
+        .get(format!("{}/health", gw.url))
+        .send()
+        .await;
+    assert!(r.is_err(), "an untrusted certificate was accepted");
+}
+
+/// The OpenAI SDK (httpx trusting the test CA) through the gateway's HTTPS listener.
+#[tokio::test]
+async fn openai_sdk_through_the_https_listener() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let pki = Pki::generate("sdk");
+    let sim = support::sim(&["--enable-cache-report"]).await;
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let gw = support::gateway_https(&[
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--worker-urls",
+        &sim.url,
+    ])
+    .await;
+    ready_https(&https_client(&pki), &gw).await;
+    let r = support::python::run(
+        &py,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), MODEL.into(), pki.path("ca.pem")],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
