@@ -92,6 +92,8 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+/// Open to any client, so workers appear by id only: their addresses are for the admin route
+/// (`GET /workers`) and the logs, never for clients.
 pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
     let c = &app.config;
     let workers: Vec<_> = app
@@ -99,7 +101,7 @@ pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
         .registry()
         .snapshot()
         .iter()
-        .map(|w| json!({"url": w.url(), "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
+        .map(|w| json!({"id": w.id.0, "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
         .collect();
     json_response(
         StatusCode::OK,

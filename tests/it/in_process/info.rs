@@ -24,7 +24,12 @@ async fn models_and_info_routes() {
     }
     let v = send(&app, get("/server_info")).await.json();
     assert_eq!(v["policy"], "prefix_cost");
-    assert_eq!(v["workers"][0]["url"], NO_WORKER);
+    // Workers by id: their addresses are for the admin route only.
+    assert_eq!(v["workers"][0]["id"], 0);
+    assert!(
+        !v.to_string().contains(NO_WORKER),
+        "a worker address leaked: {v}"
+    );
 }
 
 /// Not ready until a worker passed a health check: none is configured, or none was checked
