@@ -1,6 +1,7 @@
 //! The parsers by name (`--reasoning-parser`), their tags, and whether a request's output
 //! starts inside the reasoning — SGLang 0.5.9's `ReasoningParser.DetectorMap` and
-//! `OpenAIServingChat._get_reasoning_from_request`, for the names shipped here.
+//! `OpenAIServingChat._get_reasoning_from_request`, for the names shipped here (not `gpt-oss`,
+//! whose Harmony channels are more than two tags).
 
 use clap::ValueEnum;
 use serde_json::{Map, Value};
@@ -22,6 +23,12 @@ pub enum ParserKind {
     /// GLM-4.5: as `qwen3`.
     #[value(name = "glm45")]
     Glm45,
+    /// DeepSeek V3.1/V3.2: `<think>…</think>`; reasoning from the start only with `thinking: true`.
+    #[value(name = "deepseek-v3")]
+    DeepseekV3,
+    /// Kimi K2 Thinking: `<think>…</think>`; reasoning from the start unless `thinking` is false.
+    #[value(name = "kimi_k2")]
+    KimiK2,
 }
 
 /// How one request's output is read.
@@ -41,6 +48,8 @@ impl ParserKind {
             ParserKind::Qwen3Thinking => "qwen3-thinking",
             ParserKind::Kimi => "kimi",
             ParserKind::Glm45 => "glm45",
+            ParserKind::DeepseekV3 => "deepseek-v3",
+            ParserKind::KimiK2 => "kimi_k2",
         }
     }
 
@@ -50,13 +59,18 @@ impl ParserKind {
             ParserKind::Kimi => ("◁think▷", "◁/think▷"),
             _ => ("<think>", "</think>"),
         };
+        let flag = |key: &str| chat_template_kwargs.and_then(|k| k.get(key));
         let starts_in_reasoning = match self {
             // SGLang's DeepSeek-R1 detector ignores the request; Kimi's never starts inside.
             ParserKind::DeepseekR1 | ParserKind::Qwen3Thinking => true,
             ParserKind::Kimi => false,
             // Thinking by default; only a literal `enable_thinking: false` turns it off.
-            ParserKind::Qwen3 | ParserKind::Glm45 => !chat_template_kwargs
-                .is_some_and(|k| k.get("enable_thinking") == Some(&Value::Bool(false))),
+            ParserKind::Qwen3 | ParserKind::Glm45 => {
+                flag("enable_thinking") != Some(&Value::Bool(false))
+            }
+            ParserKind::KimiK2 => flag("thinking") != Some(&Value::Bool(false)),
+            // Off by default: only a literal `thinking: true` turns it on.
+            ParserKind::DeepseekV3 => flag("thinking") == Some(&Value::Bool(true)),
         };
         Format {
             start,
@@ -107,6 +121,19 @@ mod tests {
                 .starts_in_reasoning
         );
         assert!(!ParserKind::Kimi.format(None).starts_in_reasoning);
+        let thinking = |v: Value| kwargs(json!({ "thinking": v }));
+        assert!(!ParserKind::DeepseekV3.format(None).starts_in_reasoning);
+        assert!(
+            ParserKind::DeepseekV3
+                .format(Some(&thinking(json!(true))))
+                .starts_in_reasoning
+        );
+        assert!(ParserKind::KimiK2.format(None).starts_in_reasoning);
+        assert!(
+            !ParserKind::KimiK2
+                .format(Some(&thinking(json!(false))))
+                .starts_in_reasoning
+        );
     }
 
     #[test]

@@ -46,6 +46,11 @@ fn corpus() -> Vec<(&'static str, Value)> {
         ("<think>x</think>y", off),
         ("<think>x</think>y", on),
         ("plain", json!({"other": 1})),
+        ("<think>x</think>y", json!({"thinking": true})),
+        ("<think>x</think>y", json!({"thinking": false})),
+        ("plain", json!({"thinking": true})),
+        ("plain", json!({"thinking": false})),
+        ("plain", json!({"thinking": 1})),
     ]
 }
 
