@@ -71,6 +71,11 @@ pub struct ServeConfig {
     /// A Jinja chat template file overriding the tokenizer's.
     #[arg(long)]
     pub chat_template: Option<PathBuf>,
+    /// Split reasoning models' chat output into `reasoning_content` and `content` (SGLang's parser
+    /// names: deepseek-r1, deepseek-v3, qwen3, qwen3-thinking, kimi, kimi_k2, glm45). Omitted:
+    /// the text is all content.
+    #[arg(long, value_enum)]
+    pub reasoning_parser: Option<crate::reasoning::ParserKind>,
     /// Context length; defaults to the tokenizer's model_max_length, else 32768.
     #[arg(long)]
     pub context_length: Option<usize>,

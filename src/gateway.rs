@@ -79,6 +79,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         name,
         tokenizer: Arc::new(tokenizer),
         context_length,
+        reasoning_parser: config.reasoning_parser,
     };
     let metrics = Arc::new(Metrics::new(
         prometheus::Registry::new(),

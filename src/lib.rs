@@ -17,6 +17,7 @@ pub mod model;
 pub mod net;
 pub mod prepare;
 pub mod protocol;
+pub mod reasoning;
 pub mod relay;
 pub mod routing;
 pub mod server;

@@ -1,14 +1,17 @@
 //! The model this gateway serves: the name clients send, the tokenizer (with its chat template)
-//! and the context length. What `prepare` needs and nothing more.
+//! the context length and its reasoning parser. What `prepare` needs and nothing more.
 
 use std::sync::Arc;
 
+use crate::reasoning::ParserKind;
 use crate::tokenize::Tokenizer;
 
 pub struct Model {
     pub name: Arc<str>,
     pub tokenizer: Arc<Tokenizer>,
     pub context_length: usize,
+    /// How its chat output splits into reasoning and content (`--reasoning-parser`).
+    pub reasoning_parser: Option<ParserKind>,
 }
 
 impl Model {

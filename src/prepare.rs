@@ -10,6 +10,7 @@ use crate::protocol::openai::{
 };
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
+use crate::reasoning::Format;
 use crate::tokenize::ChatTemplateInput;
 
 pub struct Prepared {
@@ -20,6 +21,9 @@ pub struct Prepared {
     /// The request uses something only the worker's own OpenAI route implements (tools,
     /// response_format, logprobs, n > 1, …): forward the client's body as it is.
     pub forward: bool,
+    /// Split the output into reasoning and content, read this way (chat with a reasoning
+    /// parser, unless the request says `separate_reasoning: false`).
+    pub reasoning: Option<Format>,
     /// The OpenAI `user` field (a session key for session-affine routing).
     pub user: Option<String>,
 }
@@ -71,7 +75,12 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = chat_needs_worker_route(req);
+    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some());
+    // SGLang's default is to separate the reasoning whenever the server has a parser.
+    let reasoning = model
+        .reasoning_parser
+        .filter(|_| req.separate_reasoning != Some(false))
+        .map(|kind| kind.format(req.chat_template_kwargs.as_ref()));
     finish(
         model,
         prompt_ids,
@@ -84,6 +93,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     )
     .map(|p| Prepared {
         user: req.user.clone(),
+        reasoning,
         ..p
     })
 }
@@ -174,6 +184,7 @@ fn finish(
         stream,
         include_usage,
         forward,
+        reasoning: None,
         user: None,
     })
 }
@@ -226,8 +237,9 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 }
 
 /// What the gateway does not implement itself makes the worker's own route answer, so nothing
-/// the client asked for is silently dropped.
-fn chat_needs_worker_route(req: &ChatCompletionRequest) -> bool {
+/// the client asked for is silently dropped. `separate_reasoning` is done here when the gateway
+/// has a reasoning parser.
+fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
     !req.sampling.wants_single_choice()
         || req.tools.is_some()
         || req.tool_choice.is_some()
@@ -242,7 +254,7 @@ fn chat_needs_worker_route(req: &ChatCompletionRequest) -> bool {
         || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
         || req.reasoning_effort.is_some()
         || req.verbosity.is_some()
-        || req.separate_reasoning.is_some()
+        || (req.separate_reasoning.is_some() && !reasoning_parser)
         || req.modalities.is_some()
         || req.audio.is_some()
         || req.prediction.is_some()

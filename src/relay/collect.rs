@@ -6,9 +6,15 @@ use axum::response::{IntoResponse, Response};
 use super::format::Formatter;
 use super::Generation;
 use crate::error::GatewayError;
+use crate::reasoning::{self, Format};
 
 /// Errors are rendered here rather than returned: the generation has already counted them.
-pub async fn respond(mut generation: Generation, format: Formatter) -> Response {
+/// With a reasoning `Format`, the text is split into the message's reasoning and content.
+pub async fn respond(
+    mut generation: Generation,
+    format: Formatter,
+    reasoning: Option<Format>,
+) -> Response {
     let mut text = String::new();
     let mut finish = "stop";
     loop {
@@ -24,7 +30,13 @@ pub async fn respond(mut generation: Generation, format: Formatter) -> Response 
         }
     }
     let usage = generation.usage();
-    let body = format.complete(&text, finish, usage);
+    let body = match reasoning {
+        Some(f) => {
+            let split = reasoning::split_whole(f, &text);
+            format.complete(&split.content, Some(&split.reasoning), finish, usage)
+        }
+        None => format.complete(&text, None, finish, usage),
+    };
     (
         StatusCode::OK,
         [(

@@ -53,6 +53,7 @@ impl Formatter {
                 Delta {
                     role: Some("assistant"),
                     content: Some(""),
+                    reasoning_content: None,
                 },
                 None,
             );
@@ -65,8 +66,8 @@ impl Formatter {
             Kind::Chat => self.chat_chunk(
                 out,
                 Delta {
-                    role: None,
                     content: Some(text),
+                    ..Delta::default()
                 },
                 None,
             ),
@@ -87,6 +88,18 @@ impl Formatter {
                 };
                 sse::write_json_event(out, &chunk);
             }
+        }
+    }
+
+    /// Reasoning apart from the content (chat with a reasoning parser): a chunk of its own, as
+    /// SGLang sends it.
+    pub fn reasoning_chunk(&self, out: &mut Vec<u8>, reasoning: &str) {
+        if self.kind == Kind::Chat {
+            let delta = Delta {
+                reasoning_content: Some(reasoning),
+                ..Delta::default()
+            };
+            self.chat_chunk(out, delta, None);
         }
     }
 
@@ -142,8 +155,20 @@ impl Formatter {
         sse::write_json_event(out, &chunk);
     }
 
-    /// The whole answer as one JSON object.
-    pub fn complete(&self, text: &str, finish: &'static str, usage: Usage) -> Vec<u8> {
+    /// The whole answer as one JSON object; `reasoning` is set when a reasoning parser split
+    /// `text` from it (chat only).
+    pub fn complete(
+        &self,
+        text: &str,
+        reasoning: Option<&str>,
+        finish: &'static str,
+        usage: Usage,
+    ) -> Vec<u8> {
+        // Split, either part may be empty: SGLang sends `null` for an empty one.
+        let content = match reasoning {
+            Some(_) if text.is_empty() => None,
+            _ => Some(text),
+        };
         let out = match self.kind {
             Kind::Chat => serde_json::to_vec(&ChatCompletion {
                 id: &self.id,
@@ -154,7 +179,8 @@ impl Formatter {
                     index: 0,
                     message: AssistantMessage {
                         role: "assistant",
-                        content: text,
+                        content,
+                        reasoning_content: reasoning.filter(|r| !r.is_empty()),
                     },
                     logprobs: None,
                     finish_reason: finish,

@@ -22,6 +22,8 @@ mod layering;
 mod migration;
 mod python_clients;
 mod real_engine;
+mod reasoning_gateway;
+mod reasoning_oracle;
 mod reliability;
 mod request_ids;
 mod request_props;

@@ -47,7 +47,10 @@ pub struct ChatChoice<'a> {
 #[derive(Debug, Serialize)]
 pub struct AssistantMessage<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    /// Null when a reasoning parser left nothing for the answer (as SGLang).
+    pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +98,8 @@ pub struct Delta<'a> {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
