@@ -73,25 +73,6 @@ async fn bad_input_refused_inside_a_stream_is_a_400() {
     }
 }
 
-/// A sim that runs one request and queues none, busy with a long request sent to it directly.
-async fn full_sim(version: &str) -> (Proc, reqwest::Response) {
-    let sim = support::sim(&[
-        "--sglang-version",
-        version,
-        "--max-running-requests",
-        "1",
-        "--max-queued-requests",
-        "0",
-        "--decode-base-us",
-        "20000",
-    ])
-    .await;
-    let hog = json!({"input_ids": [7, 8, 9], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}, "stream": true});
-    let mut r = support::post(format!("{}/generate", sim.url), &hog).await;
-    r.chunk().await.expect("the hog's first chunk");
-    (sim, r)
-}
-
 fn generate_stream() -> Value {
     json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}, "stream": true})
 }
@@ -103,7 +84,7 @@ fn chat_stream() -> Value {
 #[tokio::test]
 async fn queue_full_while_streaming_is_retried_on_another_worker() {
     for version in VERSIONS {
-        let (full, _hog) = full_sim(version).await;
+        let (full, _hog) = support::full_sim(version).await;
         let free = support::sim(&["--sglang-version", version, "--time-scale", "0.01"]).await;
         let gw = support::gateway(&[&full, &free], &["--policy", "round_robin"]).await;
         // Round robin sends one of each pair to the full worker first.
@@ -131,7 +112,7 @@ async fn queue_full_while_streaming_is_retried_on_another_worker() {
 #[tokio::test]
 async fn queue_full_while_streaming_on_the_only_worker_is_a_503() {
     for version in VERSIONS {
-        let (full, _hog) = full_sim(version).await;
+        let (full, _hog) = support::full_sim(version).await;
         let gw = support::gateway(&[&full], &[]).await;
         for (path, body) in [
             ("/generate", generate_stream()),

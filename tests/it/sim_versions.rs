@@ -133,20 +133,7 @@ async fn an_unknown_sampling_key_is_a_400_on_0_5_23_and_uncaught_on_0_5_9() {
 #[tokio::test]
 async fn queue_full_in_an_openai_stream_differs_by_version() {
     for version in ["0.5.9", "0.5.23"] {
-        let sim = support::sim(&[
-            "--sglang-version",
-            version,
-            "--max-running-requests",
-            "1",
-            "--max-queued-requests",
-            "0",
-            "--decode-base-us",
-            "20000",
-        ])
-        .await;
-        let hog = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}, "stream": true});
-        let mut held = support::post(format!("{}/generate", sim.url), &hog).await;
-        held.chunk().await.expect("chunk");
+        let (sim, _held) = support::full_sim(version).await;
         let chat = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": true});
         let r = support::post(format!("{}/v1/chat/completions", sim.url), &chat).await;
         assert_eq!(r.status().as_u16(), 200, "{version}");

@@ -403,3 +403,22 @@ pub fn chat_stream_content(body: &str) -> (String, bool) {
     }
     (content, done)
 }
+
+/// A sim that runs one request and queues none, busy with a long request sent to it directly.
+pub async fn full_sim(version: &str) -> (Proc, reqwest::Response) {
+    let sim = sim(&[
+        "--sglang-version",
+        version,
+        "--max-running-requests",
+        "1",
+        "--max-queued-requests",
+        "0",
+        "--decode-base-us",
+        "20000",
+    ])
+    .await;
+    let hog = serde_json::json!({"input_ids": [7, 8, 9], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}, "stream": true});
+    let mut r = post(format!("{}/generate", sim.url), &hog).await;
+    r.chunk().await.expect("the hog's first chunk");
+    (sim, r)
+}
