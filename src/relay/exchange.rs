@@ -34,19 +34,15 @@ impl Leg {
         worker: &Arc<Worker>,
         pick: Pick,
         prompt_len: usize,
-        rid: Option<&str>,
+        abort_rids: Vec<String>,
     ) -> Leg {
         let uncached = prompt_len.saturating_sub(pick.predicted_cached) as u64;
         Leg {
             guard: LoadGuard::book(Arc::clone(worker), uncached)
                 .with_prediction(pick.predicted_cached)
                 .with_probe(pick.probe),
-            abort: rid.map(|rid| {
-                AbortOnDrop::new(
-                    relay.client.clone(),
-                    Arc::clone(&worker.origin),
-                    rid.to_owned(),
-                )
+            abort: (!abort_rids.is_empty()).then(|| {
+                AbortOnDrop::new(relay.client.clone(), Arc::clone(&worker.origin), abort_rids)
             }),
             blamed: false,
         }

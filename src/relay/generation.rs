@@ -3,6 +3,7 @@
 //! still an HTTP error), and continues on another worker when one dies mid-stream
 //! (`--migration-limit`). Its ending goes through the [`Exchange`].
 
+use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -343,7 +344,7 @@ async fn open_leg(
             session_key,
         },
         rid,
-        abortable: true,
+        abort: Abort::Rid,
     };
     retry::open(exchange, &target, tried, |worker| {
         let relay = Arc::clone(&relay);

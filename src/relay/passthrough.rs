@@ -3,6 +3,7 @@
 //! the client as they arrive, while a light parse of each event feeds the latency metrics.
 //! Retries, deadlines and the ending are the [`Exchange`]'s, as on the token-id path.
 
+use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,8 +35,8 @@ pub struct Forward<'a> {
     pub prompt_ids: &'a [u32],
     pub session_key: Option<&'a str>,
     pub rid: &'a str,
-    /// The worker understands `/abort_request` for this rid.
-    pub abortable: bool,
+    /// How the worker's request is aborted.
+    pub abort: Abort,
     pub endpoint: Endpoint,
     pub start: Instant,
 }
@@ -50,7 +51,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
             session_key: f.session_key,
         },
         rid: f.rid,
-        abortable: f.abortable,
+        abort: f.abort,
     };
     let sent = retry::open(&mut ex, &target, &mut Vec::new(), |worker| {
         let client = relay.client.clone();

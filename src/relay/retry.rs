@@ -2,6 +2,7 @@
 //! A request goes to another worker only while nothing has reached the client and the error
 //! says the first worker cannot run it (see `UpstreamError::started`), so nothing is run twice.
 
+use crate::upstream::abort::Abort;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -16,8 +17,8 @@ pub struct Target<'a> {
     pub route: RouteRequest<'a>,
     /// The id the worker knows the request by.
     pub rid: &'a str,
-    /// The worker understands `/abort_request` for `rid`.
-    pub abortable: bool,
+    /// How the worker's request is aborted.
+    pub abort: Abort,
 }
 
 /// Opens a leg on the best worker not in `tried`: `attempt` sends the request and reads up to
@@ -49,7 +50,7 @@ where
             &worker,
             pick,
             target.route.prompt_ids.len(),
-            target.abortable.then_some(target.rid),
+            target.abort.rids(target.rid),
         );
         ex.waiting_on(&worker.origin);
         match ex.wait(attempt(Arc::clone(&worker))).await {

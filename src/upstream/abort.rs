@@ -7,16 +7,39 @@ use bytes::Bytes;
 
 use super::{Client, Origin};
 
+/// How a worker's request is stopped when nobody will read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abort {
+    /// The worker cannot abort by rid (OpenAI-compatible servers stop when the connection closes).
+    OnDisconnect,
+    /// `/abort_request` for the rid.
+    Rid,
+    /// A batch of this many prompts: SGLang knows them as `<rid>_0` … and forwards an abort
+    /// only for an exact live rid, so each is aborted by its own.
+    Batch(usize),
+}
+
+impl Abort {
+    /// The rids to send `/abort_request` for.
+    pub fn rids(self, rid: &str) -> Vec<String> {
+        match self {
+            Abort::OnDisconnect => Vec::new(),
+            Abort::Rid => vec![rid.to_owned()],
+            Abort::Batch(n) => (0..n).map(|i| format!("{rid}_{i}")).collect(),
+        }
+    }
+}
+
 /// Armed while a worker may still be generating for us; dropping it armed sends
-/// `/abort_request` for the rid (the client went away, or we gave up on the stream).
+/// `/abort_request` for each rid (the client went away, or we gave up on the stream).
 pub struct AbortOnDrop {
-    armed: Option<(Client, Arc<Origin>, String)>,
+    armed: Option<(Client, Arc<Origin>, Vec<String>)>,
 }
 
 impl AbortOnDrop {
-    pub fn new(client: Client, worker: Arc<Origin>, rid: String) -> AbortOnDrop {
+    pub fn new(client: Client, worker: Arc<Origin>, rids: Vec<String>) -> AbortOnDrop {
         AbortOnDrop {
-            armed: Some((client, worker, rid)),
+            armed: Some((client, worker, rids)),
         }
     }
 
@@ -28,9 +51,13 @@ impl AbortOnDrop {
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        if let Some((client, worker, rid)) = self.armed.take() {
+        if let Some((client, worker, rids)) = self.armed.take() {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move { send(&client, &worker, &rid).await });
+                handle.spawn(async move {
+                    for rid in &rids {
+                        send(&client, &worker, rid).await;
+                    }
+                });
             }
         }
     }

@@ -212,3 +212,35 @@ async fn unread_streams_end_under(limits: &[&str]) {
     drop(next);
     drop(open);
 }
+
+/// A batched `/generate` (three prompts) whose client leaves: SGLang knows the prompts as
+/// `<rid>_0` … `<rid>_2` and forwards an abort only for an exact live rid, so each gets its own
+/// `/abort_request` (the bare rid would reach none of them).
+#[tokio::test]
+async fn a_batch_whose_client_leaves_is_aborted_prompt_by_prompt() {
+    let (worker, seen) = endless_worker().await;
+    let gw = support::gateway_env(&[], &["--worker-urls", &worker], &[]).await;
+    support::ready(&gw).await;
+    let body = json!({"text": ["one", "two", "three"], "stream": true,
+                      "sampling_params": {"max_new_tokens": 100000}});
+    let conn = stream_without_reading(&gw, "/generate", body).await;
+    drop(conn);
+    support::eventually("an abort for each prompt of the batch", || {
+        let seen = seen.clone();
+        async move { seen.aborts().len() >= 3 }
+    })
+    .await;
+    let sent = seen.generate();
+    let rids: Vec<String> = sent[0]["rid"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(rids.len(), 3, "{:?}", sent[0]);
+    let mut aborted = seen.aborts();
+    aborted.sort();
+    assert_eq!(aborted, rids);
+}

@@ -2,6 +2,7 @@
 //! Errors before the response starts are counted and rendered here; after that the relay owns
 //! them.
 
+use crate::upstream::abort::Abort;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -66,10 +67,10 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         };
         // SGLang workers can abort by rid; OpenAI-compatible ones stop when the connection closes.
         let abortable = app.config.backend == BackendKind::Sglang;
-        let body = if abortable {
-            with_rid(&req.body, rid)
+        let (body, abort) = if abortable {
+            (with_rid(&req.body, rid), Abort::Rid)
         } else {
-            req.body
+            (req.body, Abort::OnDisconnect)
         };
         let forward = Forward {
             path,
@@ -77,7 +78,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             prompt_ids: &p.prompt_ids,
             session_key: session.as_deref(),
             rid,
-            abortable,
+            abort,
             endpoint,
             start: req.start,
         };

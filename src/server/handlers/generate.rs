@@ -1,6 +1,7 @@
 //! `POST /generate`: SGLang's native API passed through to a worker chosen on the request's
 //! `input_ids` (or its tokenized `text`).
 
+use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,8 +74,8 @@ pub async fn generate(
         };
         app.metrics
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        let rid = worker_rid(&req, &id.rid);
-        req.rest.insert("rid".into(), rid);
+        let batch = batch_size(&req);
+        req.rest.insert("rid".into(), worker_rid(batch, &id.rid));
         let user = req
             .rest
             .get("routing_key")
@@ -88,7 +89,7 @@ pub async fn generate(
             prompt_ids: &prompt_ids,
             session_key: session_key(&headers, user.as_deref()),
             rid: &id.rid,
-            abortable: true,
+            abort: batch.map_or(Abort::Rid, Abort::Batch),
             endpoint: Endpoint::Generate,
             start,
         };
@@ -97,18 +98,25 @@ pub async fn generate(
     .await
 }
 
-/// The `rid` the worker gets in place of whatever the client sent: ours for one prompt; for a
-/// batch (`text` or `input_ids` a list of prompts) a list as long as the batch, as SGLang
-/// requires, named `<ours>_i`. (SGLang's front end forwards an abort only for an exact live rid,
-/// so the bare rid we abort by does not reach batch elements: they stop on the disconnect.)
-fn worker_rid(req: &ClientGenerateRequest, rid: &str) -> Value {
-    let batch = match (&req.input_ids, &req.text) {
+/// How many prompts a batch request holds (`text` or `input_ids` a list of prompts).
+fn batch_size(req: &ClientGenerateRequest) -> Option<usize> {
+    match (&req.input_ids, &req.text) {
         (Some(Prompt::IdBatches(b)), _) => Some(b.len()),
         (None, Some(Prompt::Texts(t))) => Some(t.len()),
         _ => None,
-    };
+    }
+}
+
+/// The `rid` the worker gets in place of whatever the client sent: ours for one prompt; for a
+/// batch a list as long as the batch, as SGLang requires, named `<ours>_i` — the names
+/// [`Abort::Batch`] aborts them by, since SGLang forwards an abort only for an exact live rid.
+fn worker_rid(batch: Option<usize>, rid: &str) -> Value {
     match batch {
-        Some(n) => (0..n).map(|i| Value::from(format!("{rid}_{i}"))).collect(),
+        Some(n) => Abort::Batch(n)
+            .rids(rid)
+            .into_iter()
+            .map(Value::from)
+            .collect(),
         None => Value::from(rid),
     }
 }
@@ -158,7 +166,7 @@ mod tests {
     use serde_json::json;
 
     fn rid_for(body: Value) -> Value {
-        worker_rid(&serde_json::from_value(body).unwrap(), "r")
+        worker_rid(batch_size(&serde_json::from_value(body).unwrap()), "r")
     }
 
     #[test]
