@@ -29,6 +29,7 @@ pub mod faults;
 mod generate;
 mod metrics;
 mod openai;
+mod parallel;
 mod plan;
 pub mod radix;
 mod reply;

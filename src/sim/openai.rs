@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 
+use super::parallel;
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, RunError, Update};
 use super::shapes::{
@@ -74,8 +75,8 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let format = Chat(Common::new(&state, req.model, req.stream_options));
-    respond(&state, ask, format).await
+    let common = Common::new(&state, req.model, req.stream_options, true);
+    respond(&state, ask, common, Chat).await
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -99,8 +100,8 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let format = Text(Common::new(&state, req.model, req.stream_options));
-    respond(&state, ask, format).await
+    let common = Common::new(&state, req.model, req.stream_options, false);
+    respond(&state, ask, common, Text).await
 }
 
 /// What both routes pass on once the body is parsed and the prompt encoded.
@@ -112,7 +113,12 @@ struct Ask<'a> {
     stream: bool,
 }
 
-async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Response {
+async fn respond<F: Format>(
+    state: &Arc<SimState>,
+    ask: Ask<'_>,
+    common: Common,
+    route: fn(Common) -> F,
+) -> Response {
     if ask.prompt.is_empty() {
         return oai_error(StatusCode::BAD_REQUEST, "The prompt is empty.");
     }
@@ -137,11 +143,23 @@ async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Re
         Ok(p) => p,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
     };
+    let n = ask.sampling.n.unwrap_or(1);
+    if n > 1 {
+        let started = parallel::start(state, &ask.prompt, &params, n);
+        return match started {
+            Ok(runs) => parallel::answer(runs, ask.stream, common, route).await,
+            Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
+            Err(e) => run_error(e),
+        };
+    }
+    if n < 1 {
+        return oai_error(StatusCode::BAD_REQUEST, "n must be at least 1.");
+    }
     let rid = ask
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     match Run::start(state, rid, ask.prompt, &params) {
-        Ok(run) => reply::answer(run, ask.stream, format).await,
+        Ok(run) => reply::answer(run, ask.stream, route(common)).await,
         Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),
     }
@@ -163,22 +181,33 @@ fn queue_full_stream(state: &SimState) -> Response {
 }
 
 /// What both OpenAI formats keep: the fields every object repeats, and the text already sent.
-struct Common {
-    model: String,
-    created: u64,
+#[derive(Clone)]
+pub(super) struct Common {
+    pub(super) model: String,
+    pub(super) created: u64,
     cache_report: bool,
-    include_usage: bool,
+    pub(super) include_usage: bool,
     sent: usize,
+    /// The choice this format writes (`n > 1`: one format per choice).
+    pub(super) index: u32,
+    /// One of `n > 1` choices: chat's finish chunks and any usage chunk are left to
+    /// [`parallel`], which writes them once every choice is done.
+    pub(super) parallel: bool,
+    /// `/v1/chat/completions` rather than `/v1/completions`.
+    pub(super) chat: bool,
 }
 
 impl Common {
-    fn new(state: &SimState, model: String, options: Option<StreamOptions>) -> Common {
+    fn new(state: &SimState, model: String, options: Option<StreamOptions>, chat: bool) -> Common {
         Common {
             model,
             created: unix_now(),
             cache_report: state.cache_report,
             include_usage: options.is_some_and(|o| o.include_usage),
             sent: 0,
+            index: 0,
+            parallel: false,
+            chat,
         }
     }
 
@@ -200,12 +229,16 @@ impl Common {
     }
 
     fn usage(&self, run: &Run) -> Usage {
+        self.usage_of(run.prompt_tokens, run.cached_tokens, run.produced)
+    }
+
+    pub(super) fn usage_of(&self, prompt: usize, cached: usize, produced: usize) -> Usage {
         Usage {
-            prompt_tokens: run.prompt_tokens,
-            total_tokens: run.prompt_tokens + run.produced,
-            completion_tokens: run.produced,
+            prompt_tokens: prompt,
+            total_tokens: prompt + produced,
+            completion_tokens: produced,
             prompt_tokens_details: self.cache_report.then_some(CachedTokens {
-                cached_tokens: run.cached_tokens,
+                cached_tokens: cached,
             }),
             reasoning_tokens: 0,
             completion_tokens_details: None,
@@ -226,7 +259,7 @@ impl Common {
     }
 }
 
-fn finish(run: &Run) -> Finish {
+pub(super) fn finish(run: &Run) -> Finish {
     match run.finish_reason() {
         Some(FinishReason::Stop { matched }) => Finish {
             finish_reason: Some("stop"),
@@ -241,12 +274,12 @@ fn finish(run: &Run) -> Finish {
 }
 
 /// `/v1/chat/completions`: a role chunk first, content chunks, then a separate finish chunk.
-struct Chat(Common);
+pub(super) struct Chat(pub(super) Common);
 
 impl Chat {
     fn chunk(&self, run: &Run, delta: Delta<'_>, finish: Finish, out: &mut Vec<u8>) {
         let choice = ChunkChoice {
-            index: 0,
+            index: self.0.index,
             delta,
             logprobs: None,
             finish,
@@ -267,7 +300,7 @@ impl Format for Chat {
             tool_calls: None,
         };
         let choice = ChatChoice {
-            index: 0,
+            index: self.0.index,
             message,
             logprobs: None,
             finish: finish(run),
@@ -294,7 +327,7 @@ impl Format for Chat {
             };
             self.chunk(run, content, Finish::default(), out);
         }
-        if update.finished {
+        if update.finished && !self.0.parallel {
             self.chunk(run, Delta::default(), finish(run), out);
             if self.0.include_usage {
                 self.0.write_usage(run, "chat.completion.chunk", out);
@@ -305,6 +338,9 @@ impl Format for Chat {
     /// A graceful abort (no status) ends like a finish: the finish chunk, then usage when asked
     /// (`serving_chat.py` passes it to the normal chunk path).
     fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
+        if self.0.parallel {
+            return;
+        }
         self.chunk(run, Delta::default(), Finish::abort(), out);
         if self.0.include_usage {
             self.0.write_usage(run, "chat.completion.chunk", out);
@@ -313,12 +349,12 @@ impl Format for Chat {
 }
 
 /// `/v1/completions`: one chunk per update, the last one carrying the finish reason.
-struct Text(Common);
+pub(super) struct Text(pub(super) Common);
 
 impl Text {
     fn chunk(&self, run: &Run, text: &str, finish: Finish, out: &mut Vec<u8>) {
         let choice = TextChoice {
-            index: 0,
+            index: self.0.index,
             text,
             logprobs: None,
             finish,
@@ -333,7 +369,7 @@ impl Text {
 impl Format for Text {
     fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
         let choice = TextChoice {
-            index: 0,
+            index: self.0.index,
             text: run.text(),
             logprobs: None,
             finish: finish(run),
