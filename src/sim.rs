@@ -27,6 +27,7 @@ mod driver;
 pub mod engine;
 pub mod faults;
 mod generate;
+mod logprobs;
 mod metrics;
 mod openai;
 mod parallel;

@@ -7,15 +7,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Serialize;
+use serde_json::Value;
 
+mod formats;
+
+use self::formats::{Chat, Text};
+use super::logprobs::Logprobs;
 use super::parallel;
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, RunError, Update};
-use super::shapes::{
-    CachedTokens, ChatChoice, ChunkChoice, Delta, Envelope, ErrorObject, Finish, Message,
-    TextChoice, Usage,
-};
+use super::shapes::{CachedTokens, Envelope, ErrorObject, Finish, Usage};
 use super::state::{unix_now, SimState};
 use super::validate;
 use super::version::SglangVersion;
@@ -75,7 +76,11 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let common = Common::new(&state, req.model, req.stream_options, true);
+    let logprobs = req
+        .logprobs
+        .unwrap_or(false)
+        .then(|| req.top_logprobs.unwrap_or(0));
+    let common = Common::new(&state, req.model, req.stream_options, true, logprobs);
     respond(&state, ask, common, Chat).await
 }
 
@@ -100,7 +105,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let common = Common::new(&state, req.model, req.stream_options, false);
+    let common = Common::new(&state, req.model, req.stream_options, false, req.logprobs);
     respond(&state, ask, common, Text).await
 }
 
@@ -195,10 +200,17 @@ pub(super) struct Common {
     pub(super) parallel: bool,
     /// `/v1/chat/completions` rather than `/v1/completions`.
     pub(super) chat: bool,
+    logprobs: Option<Logprobs>,
 }
 
 impl Common {
-    fn new(state: &SimState, model: String, options: Option<StreamOptions>, chat: bool) -> Common {
+    fn new(
+        state: &SimState,
+        model: String,
+        options: Option<StreamOptions>,
+        chat: bool,
+        top_logprobs: Option<u8>,
+    ) -> Common {
         Common {
             model,
             created: unix_now(),
@@ -208,6 +220,8 @@ impl Common {
             index: 0,
             parallel: false,
             chat,
+            logprobs: top_logprobs
+                .map(|k| Logprobs::new(Arc::clone(&state.tokenizer), k.into(), chat)),
         }
     }
 
@@ -252,6 +266,18 @@ impl Common {
         text
     }
 
+    /// The logprobs of the whole output, when asked.
+    fn all_logprobs(&self, run: &Run) -> Option<Value> {
+        Some(self.logprobs.as_ref()?.value(run.output_ids(), 0))
+    }
+
+    /// The logprobs of an update's new tokens, when asked.
+    fn new_logprobs(&self, run: &Run, update: &Update) -> Option<Value> {
+        let first = run.produced.saturating_sub(update.new_tokens);
+        let ids = run.output_ids().get(first..)?;
+        Some(self.logprobs.as_ref()?.value(ids, first))
+    }
+
     /// The usage chunk that ends a stream when the client asked for it: no choices.
     fn write_usage(&self, run: &Run, object: &'static str, out: &mut Vec<u8>) {
         let usage = Some(Some(self.usage(run)));
@@ -270,126 +296,5 @@ pub(super) fn finish(run: &Run) -> Finish {
             matched_stop: None,
         },
         None => Finish::default(),
-    }
-}
-
-/// `/v1/chat/completions`: a role chunk first, content chunks, then a separate finish chunk.
-pub(super) struct Chat(pub(super) Common);
-
-impl Chat {
-    fn chunk(&self, run: &Run, delta: Delta<'_>, finish: Finish, out: &mut Vec<u8>) {
-        let choice = ChunkChoice {
-            index: self.0.index,
-            delta,
-            logprobs: None,
-            finish,
-        };
-        let chunk = self
-            .0
-            .envelope(run, "chat.completion.chunk", vec![choice], None);
-        sse::write_json_event(out, &chunk);
-    }
-}
-
-impl Format for Chat {
-    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
-        let message = Message {
-            role: "assistant",
-            content: run.text(),
-            reasoning_content: None,
-            tool_calls: None,
-        };
-        let choice = ChatChoice {
-            index: self.0.index,
-            message,
-            logprobs: None,
-            finish: finish(run),
-        };
-        let usage = Some(Some(self.0.usage(run)));
-        self.0.envelope(run, "chat.completion", vec![choice], usage)
-    }
-
-    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
-        let first = self.0.sent == 0 && run.produced == update.new_tokens;
-        let text = self.0.new_text(run);
-        if first {
-            let role = Delta {
-                role: Some("assistant"),
-                content: Some(""),
-                ..Delta::default()
-            };
-            self.chunk(run, role, Finish::default(), out);
-        }
-        if !text.is_empty() {
-            let content = Delta {
-                content: Some(text),
-                ..Delta::default()
-            };
-            self.chunk(run, content, Finish::default(), out);
-        }
-        if update.finished && !self.0.parallel {
-            self.chunk(run, Delta::default(), finish(run), out);
-            if self.0.include_usage {
-                self.0.write_usage(run, "chat.completion.chunk", out);
-            }
-        }
-    }
-
-    /// A graceful abort (no status) ends like a finish: the finish chunk, then usage when asked
-    /// (`serving_chat.py` passes it to the normal chunk path).
-    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
-        if self.0.parallel {
-            return;
-        }
-        self.chunk(run, Delta::default(), Finish::abort(), out);
-        if self.0.include_usage {
-            self.0.write_usage(run, "chat.completion.chunk", out);
-        }
-    }
-}
-
-/// `/v1/completions`: one chunk per update, the last one carrying the finish reason.
-pub(super) struct Text(pub(super) Common);
-
-impl Text {
-    fn chunk(&self, run: &Run, text: &str, finish: Finish, out: &mut Vec<u8>) {
-        let choice = TextChoice {
-            index: self.0.index,
-            text,
-            logprobs: None,
-            finish,
-        };
-        let chunk = self
-            .0
-            .envelope(run, "text_completion", vec![choice], Some(None));
-        sse::write_json_event(out, &chunk);
-    }
-}
-
-impl Format for Text {
-    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
-        let choice = TextChoice {
-            index: self.0.index,
-            text: run.text(),
-            logprobs: None,
-            finish: finish(run),
-        };
-        let usage = Some(Some(self.0.usage(run)));
-        self.0.envelope(run, "text_completion", vec![choice], usage)
-    }
-
-    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
-        let text = self.0.new_text(run);
-        self.chunk(run, text, finish(run), out);
-        if update.finished && self.0.include_usage {
-            self.0.write_usage(run, "text_completion", out);
-        }
-    }
-
-    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
-        self.chunk(run, "", Finish::abort(), out);
-        if self.0.include_usage {
-            self.0.write_usage(run, "text_completion", out);
-        }
     }
 }
