@@ -92,3 +92,81 @@ pub fn sampled_logprob(id: u32, position: usize) -> f64 {
     (id, position).hash(&mut h);
     -((h.finish() % 3000) as f64) / 1000.0
 }
+
+/// `/generate`'s `return_logprob`: `[logprob, id, text or null]` per token, cumulative in every
+/// chunk, and with `top_logprobs_num > 0` a list of such triples per token
+/// (`tokenizer_manager.py::add_logprob_to_meta_info`, `detokenize_logprob_tokens`). The prompt's
+/// part starts at `logprob_start_len`, -1 meaning its last token (`scheduler.py`); the
+/// prompt's first token has no logprob (`null`).
+pub struct Native {
+    pub tokenizer: Arc<Tokenizer>,
+    pub top: usize,
+    pub with_text: bool,
+    pub prompt: Vec<u32>,
+    pub start: usize,
+}
+
+/// The `meta_info` fields [`Native`] adds.
+#[derive(serde::Serialize)]
+pub struct NativeFields {
+    input_token_logprobs: Vec<Value>,
+    output_token_logprobs: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_top_logprobs: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_top_logprobs: Option<Vec<Value>>,
+}
+
+impl Native {
+    pub fn fields(&self, output: &[u32]) -> NativeFields {
+        let input: Vec<(usize, u32)> = self.prompt.iter().copied().enumerate().collect();
+        let input = &input[self.start.min(input.len())..];
+        let output: Vec<(usize, u32)> = output.iter().copied().enumerate().collect();
+        let top = |list: &[(usize, u32)], in_prompt: bool| {
+            list.iter()
+                .map(|&(p, id)| self.top_list(id, p, in_prompt))
+                .collect()
+        };
+        NativeFields {
+            input_token_logprobs: input.iter().map(|&(p, id)| self.input(id, p)).collect(),
+            output_token_logprobs: output
+                .iter()
+                .map(|&(p, id)| self.triple(sampled_logprob(id, p), id))
+                .collect(),
+            input_top_logprobs: (self.top > 0).then(|| top(input, true)),
+            output_top_logprobs: (self.top > 0).then(|| top(&output, false)),
+        }
+    }
+
+    fn input(&self, id: u32, position: usize) -> Value {
+        if position == 0 {
+            return json!([null, id, self.text(id)]);
+        }
+        self.triple(sampled_logprob(id, position), id)
+    }
+
+    fn top_list(&self, id: u32, position: usize, in_prompt: bool) -> Value {
+        // The prompt's first token has no top list either.
+        if in_prompt && position == 0 {
+            return Value::Null;
+        }
+        let logprob = sampled_logprob(id, position);
+        let vocab = self.tokenizer.vocab_size().max(1) as u64;
+        let top: Vec<Value> = (0..self.top)
+            .map(|j| {
+                let other = ((u64::from(id) + j as u64 * 7919) % vocab) as u32;
+                self.triple(logprob - 0.5 * j as f64, other)
+            })
+            .collect();
+        Value::Array(top)
+    }
+
+    fn triple(&self, logprob: f64, id: u32) -> Value {
+        json!([logprob, id, self.text(id)])
+    }
+
+    fn text(&self, id: u32) -> Option<String> {
+        self.with_text
+            .then(|| self.tokenizer.decode(&[id], false).unwrap_or_default())
+    }
+}

@@ -132,3 +132,39 @@ async fn gateway_relays_logprobs_with_n_choices() {
     let gw = support::gateway(&[&sim], &[]).await;
     check_chat(&gw.url, 2).await;
 }
+
+#[tokio::test]
+async fn generate_logprobs_in_meta_info() {
+    let sim = support::sim(&["--zero-latency"]).await;
+    let body = json!({"text": "hello there", "return_logprob": true, "top_logprobs_num": 2,
+                      "logprob_start_len": 0, "return_text_in_logprobs": true,
+                      "sampling_params": {"max_new_tokens": TOKENS, "ignore_eos": true}});
+    let v = post_json(format!("{}/generate", sim.url), body.clone()).await;
+    let meta = &v["meta_info"];
+    let out = meta["output_token_logprobs"].as_array().expect("output");
+    assert_eq!(out.len(), TOKENS, "{v}");
+    let mut text = String::new();
+    for (i, t) in out.iter().enumerate() {
+        assert!(t[0].as_f64().is_some_and(|l| l <= 0.0), "{t}");
+        assert_eq!(t[1], v["output_ids"][i], "{v}");
+        text.push_str(t[2].as_str().expect("token text"));
+        let top = meta["output_top_logprobs"][i].as_array().expect("top");
+        assert_eq!(top.len(), 2, "{v}");
+        assert_eq!(top[0], *t, "the sampled token leads its top list");
+    }
+    assert_eq!(Some(text.as_str()), v["text"].as_str());
+    let input = meta["input_token_logprobs"].as_array().expect("input");
+    assert_eq!(Some(input.len() as u64), meta["prompt_tokens"].as_u64());
+    assert!(input[0][0].is_null(), "the first prompt token has no logprob: {v}");
+
+    // By default only the last prompt token, no texts, no top lists; cumulative in a stream.
+    let body = json!({"text": "hello there", "return_logprob": true, "stream": true,
+                      "sampling_params": {"max_new_tokens": TOKENS, "ignore_eos": true}});
+    let chunks = post_events(format!("{}/generate", sim.url), body).await;
+    let last = &chunks.last().expect("a chunk")["meta_info"];
+    assert_eq!(last["input_token_logprobs"].as_array().map(Vec::len), Some(1));
+    let out = last["output_token_logprobs"].as_array().expect("output");
+    assert_eq!(out.len(), TOKENS, "{last}");
+    assert!(out.iter().all(|t| t[2].is_null()), "{last}");
+    assert!(last.get("output_top_logprobs").is_none(), "{last}");
+}
