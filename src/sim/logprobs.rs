@@ -16,6 +16,9 @@ use serde_json::{json, Map, Value};
 
 use crate::tokenize::Tokenizer;
 
+/// One output token: its text, its logprob, and its top list of texts and logprobs.
+type Token = (String, f64, Vec<(String, f64)>);
+
 /// What a request asked for, and how to write it.
 #[derive(Clone)]
 pub struct Logprobs {
@@ -36,7 +39,7 @@ impl Logprobs {
 
     /// The `logprobs` object for `ids`, the output tokens from position `first` on.
     pub fn value(&self, ids: &[u32], first: usize) -> Value {
-        let tokens: Vec<(String, f64, Vec<(String, f64)>)> = ids
+        let tokens: Vec<Token> = ids
             .iter()
             .enumerate()
             .map(|(i, &id)| self.token(id, first + i))
@@ -70,7 +73,7 @@ impl Logprobs {
         })
     }
 
-    fn token(&self, id: u32, position: usize) -> (String, f64, Vec<(String, f64)>) {
+    fn token(&self, id: u32, position: usize) -> Token {
         let logprob = sampled_logprob(id, position);
         let vocab = self.tokenizer.vocab_size().max(1) as u64;
         let top = (0..self.top)

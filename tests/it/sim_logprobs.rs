@@ -155,14 +155,20 @@ async fn generate_logprobs_in_meta_info() {
     assert_eq!(Some(text.as_str()), v["text"].as_str());
     let input = meta["input_token_logprobs"].as_array().expect("input");
     assert_eq!(Some(input.len() as u64), meta["prompt_tokens"].as_u64());
-    assert!(input[0][0].is_null(), "the first prompt token has no logprob: {v}");
+    assert!(
+        input[0][0].is_null(),
+        "the first prompt token has no logprob: {v}"
+    );
 
     // By default only the last prompt token, no texts, no top lists; cumulative in a stream.
     let body = json!({"text": "hello there", "return_logprob": true, "stream": true,
                       "sampling_params": {"max_new_tokens": TOKENS, "ignore_eos": true}});
     let chunks = post_events(format!("{}/generate", sim.url), body).await;
     let last = &chunks.last().expect("a chunk")["meta_info"];
-    assert_eq!(last["input_token_logprobs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        last["input_token_logprobs"].as_array().map(Vec::len),
+        Some(1)
+    );
     let out = last["output_token_logprobs"].as_array().expect("output");
     assert_eq!(out.len(), TOKENS, "{last}");
     assert!(out.iter().all(|t| t[2].is_null()), "{last}");
