@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::logprobs::{Native, NativeFields};
 use super::reply::{self, bad_request, json, run_error, Format};
 use super::run::{Run, RunError, Update};
 use super::state::SimState;
@@ -24,6 +25,12 @@ struct GenerateInput {
     #[serde(default)]
     stream: bool,
     rid: Option<String>,
+    #[serde(default)]
+    return_logprob: bool,
+    top_logprobs_num: Option<i64>,
+    logprob_start_len: Option<i64>,
+    #[serde(default)]
+    return_text_in_logprobs: bool,
 }
 
 #[derive(Serialize)]
@@ -45,6 +52,8 @@ struct MetaOut<'a> {
     cached_tokens: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     e2e_latency: Option<f64>,
+    #[serde(flatten)]
+    logprobs: Option<NativeFields>,
 }
 
 pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -93,6 +102,16 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         }
         return error_event(&state, &message);
     }
+    let logprobs = input.return_logprob.then(|| Native {
+        tokenizer: Arc::clone(&state.tokenizer),
+        top: input.top_logprobs_num.unwrap_or(0).max(0) as usize,
+        with_text: input.return_text_in_logprobs,
+        start: match input.logprob_start_len {
+            Some(start) if start >= 0 => start as usize,
+            _ => prompt.len() - 1,
+        },
+        prompt: prompt.clone(),
+    });
     let rid = input
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
@@ -117,7 +136,8 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         }
         Err(e) => return run_error(e),
     };
-    let format = Native {
+    let format = NativeFormat {
+        logprobs,
         incremental: state.incremental_output,
         incremental_text: state.incremental_output && state.version.incremental_text(),
         with_text: !state.skip_tokenizer_init,
@@ -184,6 +204,7 @@ fn abort_chunk(rid: &str, message: &str, status: u16) -> Vec<u8> {
             completion_tokens: 0,
             cached_tokens: 0,
             e2e_latency: Some(0.0),
+            logprobs: None,
         },
     };
     let mut out = Vec::new();
@@ -193,7 +214,8 @@ fn abort_chunk(rid: &str, message: &str, status: u16) -> Vec<u8> {
 
 /// SGLang's native output: every event is a whole `GenerateOutput`, cumulative unless
 /// `--incremental-streaming-output`.
-struct Native {
+struct NativeFormat {
+    logprobs: Option<Native>,
     incremental: bool,
     /// Text as deltas too (0.5.23); 0.5.9's `--stream-output` keeps it cumulative.
     incremental_text: bool,
@@ -203,9 +225,9 @@ struct Native {
     sent_text: usize,
 }
 
-impl Format for Native {
+impl Format for NativeFormat {
     fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
-        output(run, 0, 0, self.with_text)
+        output(run, 0, 0, self)
     }
 
     fn update(&mut self, run: &Run, _: &Update, out: &mut Vec<u8>) {
@@ -215,7 +237,7 @@ impl Format for Native {
         } else {
             0
         };
-        sse::write_json_event(out, &output(run, ids_from, text_from, self.with_text));
+        sse::write_json_event(out, &output(run, ids_from, text_from, self));
         self.sent_ids = run.produced;
         self.sent_text = run.text().len();
     }
@@ -229,11 +251,17 @@ impl Format for Native {
         } else {
             0
         };
-        sse::write_json_event(out, &output(run, ids_from, text_from, self.with_text));
+        sse::write_json_event(out, &output(run, ids_from, text_from, self));
     }
 }
 
-fn output(run: &Run, ids_from: usize, text_from: usize, with_text: bool) -> GenerateOutput<'_> {
+fn output<'r>(
+    run: &'r Run,
+    ids_from: usize,
+    text_from: usize,
+    format: &NativeFormat,
+) -> GenerateOutput<'r> {
+    let with_text = format.with_text;
     let finish_reason = run.finish_reason();
     let e2e_latency = finish_reason.as_ref().map(|_| run.e2e_latency());
     GenerateOutput {
@@ -247,6 +275,7 @@ fn output(run: &Run, ids_from: usize, text_from: usize, with_text: bool) -> Gene
             completion_tokens: run.produced,
             cached_tokens: run.cached_tokens,
             e2e_latency,
+            logprobs: format.logprobs.as_ref().map(|l| l.fields(run.output_ids())),
         },
     }
 }

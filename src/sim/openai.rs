@@ -7,14 +7,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Serialize;
+use serde_json::Value;
 
+mod formats;
+
+use self::formats::{Chat, Text};
+use super::logprobs::Logprobs;
+use super::parallel;
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, RunError, Update};
-use super::shapes::{
-    CachedTokens, ChatChoice, ChunkChoice, Delta, Envelope, ErrorObject, Finish, Message,
-    TextChoice, Usage,
-};
+use super::shapes::{CachedTokens, Envelope, ErrorObject, Finish, Usage};
 use super::state::{unix_now, SimState};
 use super::validate;
 use super::version::SglangVersion;
@@ -74,8 +76,12 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let format = Chat(Common::new(&state, req.model, req.stream_options));
-    respond(&state, ask, format).await
+    let logprobs = req
+        .logprobs
+        .unwrap_or(false)
+        .then(|| req.top_logprobs.unwrap_or(0));
+    let common = Common::new(&state, req.model, req.stream_options, true, logprobs);
+    respond(&state, ask, common, Chat).await
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -99,8 +105,8 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         rid: rid_of(&body),
         stream: req.stream,
     };
-    let format = Text(Common::new(&state, req.model, req.stream_options));
-    respond(&state, ask, format).await
+    let common = Common::new(&state, req.model, req.stream_options, false, req.logprobs);
+    respond(&state, ask, common, Text).await
 }
 
 /// What both routes pass on once the body is parsed and the prompt encoded.
@@ -112,7 +118,12 @@ struct Ask<'a> {
     stream: bool,
 }
 
-async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Response {
+async fn respond<F: Format>(
+    state: &Arc<SimState>,
+    ask: Ask<'_>,
+    common: Common,
+    route: fn(Common) -> F,
+) -> Response {
     if ask.prompt.is_empty() {
         return oai_error(StatusCode::BAD_REQUEST, "The prompt is empty.");
     }
@@ -137,11 +148,23 @@ async fn respond(state: &Arc<SimState>, ask: Ask<'_>, format: impl Format) -> Re
         Ok(p) => p,
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.message),
     };
+    let n = ask.sampling.n.unwrap_or(1);
+    if n > 1 {
+        let started = parallel::start(state, &ask.prompt, &params, n);
+        return match started {
+            Ok(runs) => parallel::answer(runs, ask.stream, common, route).await,
+            Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
+            Err(e) => run_error(e),
+        };
+    }
+    if n < 1 {
+        return oai_error(StatusCode::BAD_REQUEST, "n must be at least 1.");
+    }
     let rid = ask
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
     match Run::start(state, rid, ask.prompt, &params) {
-        Ok(run) => reply::answer(run, ask.stream, format).await,
+        Ok(run) => reply::answer(run, ask.stream, route(common)).await,
         Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),
     }
@@ -163,22 +186,42 @@ fn queue_full_stream(state: &SimState) -> Response {
 }
 
 /// What both OpenAI formats keep: the fields every object repeats, and the text already sent.
-struct Common {
-    model: String,
-    created: u64,
+#[derive(Clone)]
+pub(super) struct Common {
+    pub(super) model: String,
+    pub(super) created: u64,
     cache_report: bool,
-    include_usage: bool,
+    pub(super) include_usage: bool,
     sent: usize,
+    /// The choice this format writes (`n > 1`: one format per choice).
+    pub(super) index: u32,
+    /// One of `n > 1` choices: chat's finish chunks and any usage chunk are left to
+    /// [`parallel`], which writes them once every choice is done.
+    pub(super) parallel: bool,
+    /// `/v1/chat/completions` rather than `/v1/completions`.
+    pub(super) chat: bool,
+    logprobs: Option<Logprobs>,
 }
 
 impl Common {
-    fn new(state: &SimState, model: String, options: Option<StreamOptions>) -> Common {
+    fn new(
+        state: &SimState,
+        model: String,
+        options: Option<StreamOptions>,
+        chat: bool,
+        top_logprobs: Option<u8>,
+    ) -> Common {
         Common {
             model,
             created: unix_now(),
             cache_report: state.cache_report,
             include_usage: options.is_some_and(|o| o.include_usage),
             sent: 0,
+            index: 0,
+            parallel: false,
+            chat,
+            logprobs: top_logprobs
+                .map(|k| Logprobs::new(Arc::clone(&state.tokenizer), k.into(), chat)),
         }
     }
 
@@ -200,12 +243,16 @@ impl Common {
     }
 
     fn usage(&self, run: &Run) -> Usage {
+        self.usage_of(run.prompt_tokens, run.cached_tokens, run.produced)
+    }
+
+    pub(super) fn usage_of(&self, prompt: usize, cached: usize, produced: usize) -> Usage {
         Usage {
-            prompt_tokens: run.prompt_tokens,
-            total_tokens: run.prompt_tokens + run.produced,
-            completion_tokens: run.produced,
+            prompt_tokens: prompt,
+            total_tokens: prompt + produced,
+            completion_tokens: produced,
             prompt_tokens_details: self.cache_report.then_some(CachedTokens {
-                cached_tokens: run.cached_tokens,
+                cached_tokens: cached,
             }),
             reasoning_tokens: 0,
             completion_tokens_details: None,
@@ -219,6 +266,18 @@ impl Common {
         text
     }
 
+    /// The logprobs of the whole output, when asked.
+    fn all_logprobs(&self, run: &Run) -> Option<Value> {
+        Some(self.logprobs.as_ref()?.value(run.output_ids(), 0))
+    }
+
+    /// The logprobs of an update's new tokens, when asked.
+    fn new_logprobs(&self, run: &Run, update: &Update) -> Option<Value> {
+        let first = run.produced.saturating_sub(update.new_tokens);
+        let ids = run.output_ids().get(first..)?;
+        Some(self.logprobs.as_ref()?.value(ids, first))
+    }
+
     /// The usage chunk that ends a stream when the client asked for it: no choices.
     fn write_usage(&self, run: &Run, object: &'static str, out: &mut Vec<u8>) {
         let usage = Some(Some(self.usage(run)));
@@ -226,7 +285,7 @@ impl Common {
     }
 }
 
-fn finish(run: &Run) -> Finish {
+pub(super) fn finish(run: &Run) -> Finish {
     match run.finish_reason() {
         Some(FinishReason::Stop { matched }) => Finish {
             finish_reason: Some("stop"),
@@ -237,123 +296,5 @@ fn finish(run: &Run) -> Finish {
             matched_stop: None,
         },
         None => Finish::default(),
-    }
-}
-
-/// `/v1/chat/completions`: a role chunk first, content chunks, then a separate finish chunk.
-struct Chat(Common);
-
-impl Chat {
-    fn chunk(&self, run: &Run, delta: Delta<'_>, finish: Finish, out: &mut Vec<u8>) {
-        let choice = ChunkChoice {
-            index: 0,
-            delta,
-            logprobs: None,
-            finish,
-        };
-        let chunk = self
-            .0
-            .envelope(run, "chat.completion.chunk", vec![choice], None);
-        sse::write_json_event(out, &chunk);
-    }
-}
-
-impl Format for Chat {
-    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
-        let message = Message {
-            role: "assistant",
-            content: run.text(),
-            reasoning_content: None,
-            tool_calls: None,
-        };
-        let choice = ChatChoice {
-            index: 0,
-            message,
-            logprobs: None,
-            finish: finish(run),
-        };
-        let usage = Some(Some(self.0.usage(run)));
-        self.0.envelope(run, "chat.completion", vec![choice], usage)
-    }
-
-    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
-        let first = self.0.sent == 0 && run.produced == update.new_tokens;
-        let text = self.0.new_text(run);
-        if first {
-            let role = Delta {
-                role: Some("assistant"),
-                content: Some(""),
-                ..Delta::default()
-            };
-            self.chunk(run, role, Finish::default(), out);
-        }
-        if !text.is_empty() {
-            let content = Delta {
-                content: Some(text),
-                ..Delta::default()
-            };
-            self.chunk(run, content, Finish::default(), out);
-        }
-        if update.finished {
-            self.chunk(run, Delta::default(), finish(run), out);
-            if self.0.include_usage {
-                self.0.write_usage(run, "chat.completion.chunk", out);
-            }
-        }
-    }
-
-    /// A graceful abort (no status) ends like a finish: the finish chunk, then usage when asked
-    /// (`serving_chat.py` passes it to the normal chunk path).
-    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
-        self.chunk(run, Delta::default(), Finish::abort(), out);
-        if self.0.include_usage {
-            self.0.write_usage(run, "chat.completion.chunk", out);
-        }
-    }
-}
-
-/// `/v1/completions`: one chunk per update, the last one carrying the finish reason.
-struct Text(Common);
-
-impl Text {
-    fn chunk(&self, run: &Run, text: &str, finish: Finish, out: &mut Vec<u8>) {
-        let choice = TextChoice {
-            index: 0,
-            text,
-            logprobs: None,
-            finish,
-        };
-        let chunk = self
-            .0
-            .envelope(run, "text_completion", vec![choice], Some(None));
-        sse::write_json_event(out, &chunk);
-    }
-}
-
-impl Format for Text {
-    fn body<'r>(&'r self, run: &'r Run) -> impl Serialize + 'r {
-        let choice = TextChoice {
-            index: 0,
-            text: run.text(),
-            logprobs: None,
-            finish: finish(run),
-        };
-        let usage = Some(Some(self.0.usage(run)));
-        self.0.envelope(run, "text_completion", vec![choice], usage)
-    }
-
-    fn update(&mut self, run: &Run, update: &Update, out: &mut Vec<u8>) {
-        let text = self.0.new_text(run);
-        self.chunk(run, text, finish(run), out);
-        if update.finished && self.0.include_usage {
-            self.0.write_usage(run, "text_completion", out);
-        }
-    }
-
-    fn aborted(&mut self, run: &Run, out: &mut Vec<u8>) {
-        self.chunk(run, "", Finish::abort(), out);
-        if self.0.include_usage {
-            self.0.write_usage(run, "text_completion", out);
-        }
     }
 }

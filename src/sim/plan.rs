@@ -194,7 +194,7 @@ impl Plan {
     }
 }
 
-fn hash_prompt(prompt: &[u32]) -> u64 {
+pub(super) fn hash_prompt(prompt: &[u32]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     prompt.hash(&mut h);
     h.finish()

@@ -152,7 +152,7 @@ pub fn cut_stream() -> Response {
 
 /// A non-streaming answer cut by the connection-reset fault: a body that errors at once, so
 /// hyper drops the connection without a complete response.
-fn reset() -> Response {
+pub fn reset() -> Response {
     let failing = futures_util::stream::once(async { Err::<Bytes, _>(StreamFault::Die) });
     Response::new(Body::from_stream(failing))
 }

@@ -39,7 +39,7 @@ impl Finish {
 pub struct ChatChoice<'a> {
     pub index: u32,
     pub message: Message<'a>,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub finish: Finish,
 }
@@ -56,7 +56,7 @@ pub struct Message<'a> {
 pub struct ChunkChoice<'a> {
     pub index: u32,
     pub delta: Delta<'a>,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub finish: Finish,
 }
@@ -74,7 +74,7 @@ pub struct Delta<'a> {
 pub struct TextChoice<'a> {
     pub index: u32,
     pub text: &'a str,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<Value>,
     #[serde(flatten)]
     pub finish: Finish,
 }

@@ -30,6 +30,8 @@ mod request_props;
 mod retry_backoff;
 mod sglang_modes;
 mod sglang_refusals;
+mod sim_logprobs;
+mod sim_openai_n;
 mod sim_script;
 mod sim_versions;
 mod simulator;
