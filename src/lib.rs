@@ -18,6 +18,7 @@ pub mod net;
 pub mod prepare;
 pub mod protocol;
 pub mod reasoning;
+pub mod tool_calls;
 pub mod relay;
 pub mod routing;
 pub mod server;
