@@ -10,7 +10,9 @@ use crate::protocol::openai::{
 };
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
+use crate::protocol::openai::{ToolChoice, ToolChoiceMode};
 use crate::reasoning::Format;
+use crate::tool_calls::{self, Reading};
 use crate::tokenize::ChatTemplateInput;
 
 pub struct Prepared {
@@ -24,6 +26,9 @@ pub struct Prepared {
     /// Split the output into reasoning and content, read this way (chat with a reasoning
     /// parser, unless the request says `separate_reasoning: false`).
     pub reasoning: Option<Format>,
+    /// Read the output for tool calls this way (chat with a tool-call parser and `tools`,
+    /// unless `tool_choice` is `"none"`).
+    pub tool_calls: Option<Reading>,
     /// The OpenAI `user` field (a session key for session-affine routing).
     pub user: Option<String>,
 }
@@ -62,9 +67,14 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         "top_logprobs",
         req.logit_bias.as_ref(),
     )?;
+    let tools = native_tools(req, model.tool_call_parser);
     let input = ChatTemplateInput {
         messages: &req.messages,
-        tools: req.tools.as_deref(),
+        // As SGLang: `tool_choice: "none"` leaves the tools out of the prompt.
+        tools: match &tools {
+            NativeTools::Read(_) => req.tools.as_deref(),
+            NativeTools::None | NativeTools::Forward | NativeTools::Hidden => None,
+        },
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
     };
@@ -75,7 +85,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some());
+    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some(), &tools);
     // SGLang's default is to separate the reasoning whenever the server has a parser.
     let reasoning = model
         .reasoning_parser
@@ -94,8 +104,59 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     .map(|p| Prepared {
         user: req.user.clone(),
         reasoning,
+        tool_calls: match tools {
+            NativeTools::Read(reading) => Some(reading),
+            _ => None,
+        },
         ..p
     })
+}
+
+/// What the gateway itself does with a request's `tools`.
+enum NativeTools {
+    /// None offered (or an empty list).
+    None,
+    /// Offered, and read from the output with the configured parser.
+    Read(Reading),
+    /// `tool_choice: "none"` with a parser: no tools in the prompt, the output is all content.
+    Hidden,
+    /// No parser, or a choice that needs constrained decoding (`"required"`, a named
+    /// function): the worker's own route answers.
+    Forward,
+}
+
+/// SGLang's chat server reads the output for calls when the request has tools, `tool_choice`
+/// is not `"none"`, and the server has a parser; `"required"` and a named function constrain
+/// the generation, which is not done here yet.
+fn native_tools(
+    req: &ChatCompletionRequest,
+    parser: Option<tool_calls::ParserKind>,
+) -> NativeTools {
+    let offered = req.tools.as_deref().unwrap_or_default();
+    let Some(kind) = parser else {
+        return if req.tools.is_none() && req.tool_choice.is_none() {
+            NativeTools::None
+        } else {
+            NativeTools::Forward
+        };
+    };
+    let constrained = matches!(
+        req.tool_choice,
+        Some(ToolChoice::Mode(ToolChoiceMode::Required) | ToolChoice::Function(_))
+    );
+    if offered.is_empty() && !constrained {
+        return NativeTools::None;
+    }
+    match &req.tool_choice {
+        None | Some(ToolChoice::Mode(ToolChoiceMode::Auto)) => NativeTools::Read(Reading {
+            kind,
+            tool_names: offered.iter().map(|t| t.function.name.clone()).collect(),
+        }),
+        Some(ToolChoice::Mode(ToolChoiceMode::None)) => NativeTools::Hidden,
+        Some(ToolChoice::Mode(ToolChoiceMode::Required) | ToolChoice::Function(_)) => {
+            NativeTools::Forward
+        }
+    }
 }
 
 pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
@@ -185,6 +246,7 @@ fn finish(
         include_usage,
         forward,
         reasoning: None,
+        tool_calls: None,
         user: None,
     })
 }
@@ -238,11 +300,15 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 
 /// What the gateway does not implement itself makes the worker's own route answer, so nothing
 /// the client asked for is silently dropped. `separate_reasoning` is done here when the gateway
-/// has a reasoning parser.
-fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
+/// has a reasoning parser, and `tools` (with `tool_choice` absent, `"auto"` or `"none"`) when it
+/// has a tool-call parser.
+fn chat_needs_worker_route(
+    req: &ChatCompletionRequest,
+    reasoning_parser: bool,
+    tools: &NativeTools,
+) -> bool {
     !req.sampling.wants_single_choice()
-        || req.tools.is_some()
-        || req.tool_choice.is_some()
+        || matches!(tools, NativeTools::Forward)
         || req.functions.is_some()
         || req.function_call.is_some()
         || req
