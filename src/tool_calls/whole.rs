@@ -1,8 +1,8 @@
 //! A finished text parsed at once, as SGLang 0.5.9's chat server does for a non-streamed answer
-//! (`detect_and_parse`, then `_process_tool_calls`' fallback): a text without the start tag is
-//! all content, as it is; otherwise the content is the text before the first call, stripped,
-//! and the calls are the blocks that parse. Text between and after calls is dropped, as SGLang
-//! drops it.
+//! (`parse_non_stream`, then `_process_tool_calls`' fallback): a text without the start tag, or
+//! in which no call can be read, is all content, as it is; otherwise the content is the text
+//! before the first call, stripped, and the calls are the blocks that parse. Text between and
+//! after calls is dropped, as SGLang drops it.
 
 use serde_json::Value;
 
@@ -18,12 +18,13 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         };
     };
     match calls(reading, text) {
-        Some(calls) => Parsed {
+        Some(calls) if !calls.is_empty() => Parsed {
             content: python_strip(&text[..first]).to_owned(),
             calls,
         },
-        // SGLang's parser raised: the whole text is the answer, with no calls.
-        None => Parsed {
+        // No call read (SGLang's `parse_non_stream`), or its parser raised: the whole text is
+        // the answer.
+        _ => Parsed {
             content: text.to_owned(),
             calls: Vec::new(),
         },

@@ -24,6 +24,7 @@ mod python_clients;
 mod real_engine;
 mod reasoning_gateway;
 mod reasoning_oracle;
+mod tool_call_oracle;
 mod reliability;
 mod request_ids;
 mod request_props;
