@@ -8,12 +8,12 @@ use crate::model::Model;
 use crate::protocol::openai::{
     ChatCompletionRequest, CompletionRequest, Prompt, ResponseFormat, Sampling, HARMLESS_EXTENSIONS,
 };
+use crate::protocol::openai::{ToolChoice, ToolChoiceMode};
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
-use crate::protocol::openai::{ToolChoice, ToolChoiceMode};
 use crate::reasoning::Format;
-use crate::tool_calls::{self, Reading};
 use crate::tokenize::ChatTemplateInput;
+use crate::tool_calls::{self, Reading};
 
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,

@@ -111,7 +111,8 @@ mod tests {
 
     #[test]
     fn any_two_piece_cut_gives_the_whole_answer() {
-        let text = "Sure 🦙 \n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"é\"}}\n</tool_call>";
+        let text =
+            "Sure 🦙 \n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"é\"}}\n</tool_call>";
         let want = Parsed {
             content: "Sure 🦙".into(),
             calls: vec![ToolCall {

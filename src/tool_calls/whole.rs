@@ -142,16 +142,28 @@ mod tests {
         assert_eq!(parse_whole(&r, " plain ").content, " plain ");
         // Not an object: SGLang's parser raises, and the text is all content.
         let p = parse_whole(&r, "a <tool_call>\n[1]\n</tool_call>");
-        assert_eq!((p.content.as_str(), p.calls.len()), ("a <tool_call>\n[1]\n</tool_call>", 0));
+        assert_eq!(
+            (p.content.as_str(), p.calls.len()),
+            ("a <tool_call>\n[1]\n</tool_call>", 0)
+        );
     }
 
     #[test]
     fn hermes_takes_an_open_last_block_and_fails_whole() {
         let r = reading(ParserKind::Hermes);
-        let p = parse_whole(&r, "<tool_call>{\"name\":\"get_weather\",\"parameters\":{\"a\":1}}");
+        let p = parse_whole(
+            &r,
+            "<tool_call>{\"name\":\"get_weather\",\"parameters\":{\"a\":1}}",
+        );
         assert_eq!(p.calls.len(), 1);
         assert_eq!(p.calls[0].arguments, "{\"a\": 1}");
         let bad = "x <tool_call>{\"name\":\"get_weather\"}</tool_call><tool_call>{oops</tool_call>";
-        assert_eq!(parse_whole(&r, bad), Parsed { content: bad.into(), calls: vec![] });
+        assert_eq!(
+            parse_whole(&r, bad),
+            Parsed {
+                content: bad.into(),
+                calls: vec![]
+            }
+        );
     }
 }

@@ -80,7 +80,12 @@ fn expected(v: &Value) -> (String, Vec<(String, String)>) {
 fn as_json(calls: &[(String, String)]) -> Vec<(String, Value)> {
     calls
         .iter()
-        .map(|(n, a)| (n.clone(), serde_json::from_str(a).expect("arguments are JSON")))
+        .map(|(n, a)| {
+            (
+                n.clone(),
+                serde_json::from_str(a).expect("arguments are JSON"),
+            )
+        })
         .collect()
 }
 
@@ -128,7 +133,11 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
                     .map(|c| (c.name.clone(), c.arguments.clone()))
                     .collect();
                 assert_eq!(s.content, want.0, "{what}: streamed as {chunks:?}");
-                assert_eq!(as_json(&calls), as_json(&want.1), "{what}: streamed as {chunks:?}");
+                assert_eq!(
+                    as_json(&calls),
+                    as_json(&want.1),
+                    "{what}: streamed as {chunks:?}"
+                );
                 checked += 1;
             }
         }

@@ -45,4 +45,3 @@ fn pieces<'a>(text: &'a str, cuts: &mut Vec<usize>) -> Vec<&'a str> {
         })
         .collect()
 }
-
