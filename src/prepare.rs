@@ -8,12 +8,14 @@ use crate::model::Model;
 use crate::protocol::openai::{
     ChatCompletionRequest, CompletionRequest, Prompt, ResponseFormat, Sampling, HARMLESS_EXTENSIONS,
 };
-use crate::protocol::openai::{ToolChoice, ToolChoiceMode};
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
 use crate::tokenize::ChatTemplateInput;
-use crate::tool_calls::{self, Reading};
+
+mod tools;
+use crate::tool_calls::Reading;
+use tools::{native_tools, NativeTools};
 
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,
@@ -110,53 +112,6 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         },
         ..p
     })
-}
-
-/// What the gateway itself does with a request's `tools`.
-enum NativeTools {
-    /// None offered (or an empty list).
-    None,
-    /// Offered, and read from the output with the configured parser.
-    Read(Reading),
-    /// `tool_choice: "none"` with a parser: no tools in the prompt, the output is all content.
-    Hidden,
-    /// No parser, or a choice that needs constrained decoding (`"required"`, a named
-    /// function): the worker's own route answers.
-    Forward,
-}
-
-/// SGLang's chat server reads the output for calls when the request has tools, `tool_choice`
-/// is not `"none"`, and the server has a parser; `"required"` and a named function constrain
-/// the generation, which is not done here yet.
-fn native_tools(
-    req: &ChatCompletionRequest,
-    parser: Option<tool_calls::ParserKind>,
-) -> NativeTools {
-    let offered = req.tools.as_deref().unwrap_or_default();
-    let Some(kind) = parser else {
-        return if req.tools.is_none() && req.tool_choice.is_none() {
-            NativeTools::None
-        } else {
-            NativeTools::Forward
-        };
-    };
-    let constrained = matches!(
-        req.tool_choice,
-        Some(ToolChoice::Mode(ToolChoiceMode::Required) | ToolChoice::Function(_))
-    );
-    if offered.is_empty() && !constrained {
-        return NativeTools::None;
-    }
-    match &req.tool_choice {
-        None | Some(ToolChoice::Mode(ToolChoiceMode::Auto)) => NativeTools::Read(Reading {
-            kind,
-            tool_names: offered.iter().map(|t| t.function.name.clone()).collect(),
-        }),
-        Some(ToolChoice::Mode(ToolChoiceMode::None)) => NativeTools::Hidden,
-        Some(ToolChoice::Mode(ToolChoiceMode::Required) | ToolChoice::Function(_)) => {
-            NativeTools::Forward
-        }
-    }
 }
 
 pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
