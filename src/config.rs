@@ -76,6 +76,11 @@ pub struct ServeConfig {
     /// the text is all content.
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<crate::reasoning::ParserKind>,
+    /// Read chat output into OpenAI `tool_calls` (SGLang's parser names: qwen25, hermes), so a
+    /// request with `tools` is served on the native path. Omitted: such requests are forwarded
+    /// to the worker's own OpenAI route.
+    #[arg(long, value_enum)]
+    pub tool_call_parser: Option<crate::tool_calls::ParserKind>,
     /// Context length; defaults to the tokenizer's model_max_length, else 32768.
     #[arg(long)]
     pub context_length: Option<usize>,

@@ -80,6 +80,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         tokenizer: Arc::new(tokenizer),
         context_length,
         reasoning_parser: config.reasoning_parser,
+        tool_call_parser: config.tool_call_parser,
     };
     let metrics = Arc::new(Metrics::new(
         prometheus::Registry::new(),

@@ -24,5 +24,6 @@ pub mod server;
 pub mod sim;
 pub mod stream;
 pub mod tokenize;
+pub mod tool_calls;
 pub mod upstream;
 pub mod workers;

@@ -1,5 +1,5 @@
 //! The model this gateway serves: the name clients send, the tokenizer (with its chat template)
-//! the context length and its reasoning parser. What `prepare` needs and nothing more.
+//! the context length and its reasoning and tool-call parsers. What `prepare` needs and nothing more.
 
 use std::sync::Arc;
 
@@ -12,6 +12,8 @@ pub struct Model {
     pub context_length: usize,
     /// How its chat output splits into reasoning and content (`--reasoning-parser`).
     pub reasoning_parser: Option<ParserKind>,
+    /// How its chat output is read for tool calls (`--tool-call-parser`).
+    pub tool_call_parser: Option<crate::tool_calls::ParserKind>,
 }
 
 impl Model {

@@ -13,6 +13,10 @@ use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
 use crate::tokenize::ChatTemplateInput;
 
+mod tools;
+use crate::tool_calls::Reading;
+use tools::{native_tools, NativeTools};
+
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,
     pub params: SamplingParams,
@@ -24,6 +28,9 @@ pub struct Prepared {
     /// Split the output into reasoning and content, read this way (chat with a reasoning
     /// parser, unless the request says `separate_reasoning: false`).
     pub reasoning: Option<Format>,
+    /// Read the output for tool calls this way (chat with a tool-call parser and `tools`,
+    /// unless `tool_choice` is `"none"`).
+    pub tool_calls: Option<Reading>,
     /// The OpenAI `user` field (a session key for session-affine routing).
     pub user: Option<String>,
 }
@@ -62,9 +69,14 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         "top_logprobs",
         req.logit_bias.as_ref(),
     )?;
+    let tools = native_tools(req, model.tool_call_parser);
     let input = ChatTemplateInput {
         messages: &req.messages,
-        tools: req.tools.as_deref(),
+        // As SGLang: `tool_choice: "none"` leaves the tools out of the prompt.
+        tools: match &tools {
+            NativeTools::Read(_) => req.tools.as_deref(),
+            NativeTools::None | NativeTools::Forward | NativeTools::Hidden => None,
+        },
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
     };
@@ -75,7 +87,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some());
+    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some(), &tools);
     // SGLang's default is to separate the reasoning whenever the server has a parser.
     let reasoning = model
         .reasoning_parser
@@ -94,6 +106,10 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     .map(|p| Prepared {
         user: req.user.clone(),
         reasoning,
+        tool_calls: match tools {
+            NativeTools::Read(reading) => Some(reading),
+            _ => None,
+        },
         ..p
     })
 }
@@ -185,6 +201,7 @@ fn finish(
         include_usage,
         forward,
         reasoning: None,
+        tool_calls: None,
         user: None,
     })
 }
@@ -238,11 +255,15 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 
 /// What the gateway does not implement itself makes the worker's own route answer, so nothing
 /// the client asked for is silently dropped. `separate_reasoning` is done here when the gateway
-/// has a reasoning parser.
-fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
+/// has a reasoning parser, and `tools` (with `tool_choice` absent, `"auto"` or `"none"`) when it
+/// has a tool-call parser.
+fn chat_needs_worker_route(
+    req: &ChatCompletionRequest,
+    reasoning_parser: bool,
+    tools: &NativeTools,
+) -> bool {
     !req.sampling.wants_single_choice()
-        || req.tools.is_some()
-        || req.tool_choice.is_some()
+        || matches!(tools, NativeTools::Forward)
         || req.functions.is_some()
         || req.function_call.is_some()
         || req

@@ -9,7 +9,7 @@ pub mod whole;
 
 pub use incremental::StreamSplitter;
 pub use kind::{Format, ParserKind};
-pub use whole::split_whole;
+pub use whole::{python_strip, split_whole};
 
 /// Text split into reasoning and content (either may be empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -27,7 +27,7 @@ pub fn split_whole(format: Format, text: &str) -> Split {
 }
 
 /// Python's `str.strip()`: its whitespace is Unicode's plus the separators U+001C..U+001F.
-fn python_strip(s: &str) -> &str {
+pub fn python_strip(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
 }
 

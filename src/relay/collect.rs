@@ -7,13 +7,16 @@ use super::format::Formatter;
 use super::Generation;
 use crate::error::GatewayError;
 use crate::reasoning::{self, Format};
+use crate::tool_calls::{self, Reading};
 
 /// Errors are rendered here rather than returned: the generation has already counted them.
-/// With a reasoning `Format`, the text is split into the message's reasoning and content.
+/// With a reasoning `Format`, the text is split into the message's reasoning and content; with
+/// a tool-call `Reading`, that content is read for calls.
 pub async fn respond(
     mut generation: Generation,
     format: Formatter,
     reasoning: Option<Format>,
+    tools: Option<Reading>,
 ) -> Response {
     let mut text = String::new();
     let mut finish = "stop";
@@ -30,12 +33,21 @@ pub async fn respond(
         }
     }
     let usage = generation.usage();
-    let body = match reasoning {
+    let (reasoning, content) = match reasoning {
         Some(f) => {
             let split = reasoning::split_whole(f, &text);
-            format.complete(&split.content, Some(&split.reasoning), finish, usage)
+            (Some(split.reasoning), split.content)
         }
-        None => format.complete(&text, None, finish, usage),
+        None => (None, text),
+    };
+    let body = match tools {
+        Some(reading) => {
+            let parsed = tool_calls::parse_whole(&reading, &content);
+            let finish = with_calls(finish, !parsed.calls.is_empty());
+            let calls = Some(&parsed.calls[..]);
+            format.complete(&parsed.content, reasoning.as_deref(), calls, finish, usage)
+        }
+        None => format.complete(&content, reasoning.as_deref(), None, finish, usage),
     };
     (
         StatusCode::OK,
@@ -46,4 +58,14 @@ pub async fn respond(
         body,
     )
         .into_response()
+}
+
+/// A generation that stopped on its own after making calls ends with `tool_calls`, as SGLang's
+/// (a length cut stays `length`).
+pub fn with_calls(finish: &'static str, called: bool) -> &'static str {
+    if called && finish == "stop" {
+        "tool_calls"
+    } else {
+        finish
+    }
 }

@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use crate::error::GatewayError;
 use crate::protocol::openai::{
-    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, TextChoice,
-    TextChunk, TextCompletion, Usage,
+    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionDelta,
+    FunctionOut, TextChoice, TextChunk, TextCompletion, ToolCallDelta, ToolCallOut, Usage,
 };
 use crate::stream::sse;
+use crate::tool_calls::ToolCall;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -54,9 +55,49 @@ impl Formatter {
                     role: Some("assistant"),
                     content: Some(""),
                     reasoning_content: None,
+                    tool_calls: None,
                 },
                 None,
             );
+        }
+    }
+
+    /// A call's id: unique, as the response id is, and the same in every chunk that names it.
+    fn call_id(&self, index: usize) -> String {
+        let rid = self.id.strip_prefix("chatcmpl-").unwrap_or(&self.id);
+        format!("call_{rid}_{index}")
+    }
+
+    /// Each call as SGLang streams one: a chunk with its `id`, `type`, name and empty
+    /// arguments, then one with the arguments.
+    pub fn tool_call_chunks(&self, out: &mut Vec<u8>, calls: &[ToolCall]) {
+        for (index, call) in calls.iter().enumerate() {
+            let id = self.call_id(index);
+            let opening = [ToolCallDelta {
+                index: index as u32,
+                id: Some(&id),
+                kind: Some("function"),
+                function: FunctionDelta {
+                    name: Some(&call.name),
+                    arguments: "",
+                },
+            }];
+            let arguments = [ToolCallDelta {
+                index: index as u32,
+                id: None,
+                kind: None,
+                function: FunctionDelta {
+                    name: None,
+                    arguments: &call.arguments,
+                },
+            }];
+            for piece in [&opening[..], &arguments[..]] {
+                let delta = Delta {
+                    tool_calls: Some(piece),
+                    ..Delta::default()
+                };
+                self.chat_chunk(out, delta, None);
+            }
         }
     }
 
@@ -156,19 +197,37 @@ impl Formatter {
     }
 
     /// The whole answer as one JSON object; `reasoning` is set when a reasoning parser split
-    /// `text` from it (chat only).
+    /// `text` from it, `calls` when a tool-call parser read it (chat only).
     pub fn complete(
         &self,
         text: &str,
         reasoning: Option<&str>,
+        calls: Option<&[ToolCall]>,
         finish: &'static str,
         usage: Usage,
     ) -> Vec<u8> {
         // Split, either part may be empty: SGLang sends `null` for an empty one.
-        let content = match reasoning {
-            Some(_) if text.is_empty() => None,
+        let content = match (reasoning, calls) {
+            (None, None) => Some(text),
+            _ if text.is_empty() => None,
             _ => Some(text),
         };
+        let ids: Vec<String> = (0..calls.map_or(0, <[_]>::len))
+            .map(|i| self.call_id(i))
+            .collect();
+        let tool_calls: Vec<ToolCallOut<'_>> = calls
+            .unwrap_or_default()
+            .iter()
+            .zip(&ids)
+            .map(|(call, id)| ToolCallOut {
+                id,
+                kind: "function",
+                function: FunctionOut {
+                    name: &call.name,
+                    arguments: &call.arguments,
+                },
+            })
+            .collect();
         let out = match self.kind {
             Kind::Chat => serde_json::to_vec(&ChatCompletion {
                 id: &self.id,
@@ -181,6 +240,7 @@ impl Formatter {
                         role: "assistant",
                         content,
                         reasoning_content: reasoning.filter(|r| !r.is_empty()),
+                        tool_calls: &tool_calls,
                     },
                     logprobs: None,
                     finish_reason: finish,

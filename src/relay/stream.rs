@@ -1,4 +1,4 @@
-//! A generation relayed as OpenAI SSE: role chunk, content (and reasoning) deltas, finish chunk, optional
+//! A generation relayed as OpenAI SSE: role chunk, content (and reasoning, tool-call) deltas, finish chunk, optional
 //! usage chunk, `[DONE]`, driven by its own task (`pump`). The client leaving (or falling behind
 //! past the deadlines) drops the generation, which aborts the worker's request and releases its
 //! load.
@@ -14,6 +14,7 @@ use super::Generation;
 use crate::error::GatewayError;
 use crate::reasoning::{Format, Split, StreamSplitter};
 use crate::stream::sse;
+use crate::tool_calls::{Reading, StreamParser, ToolCall};
 
 struct State {
     generation: Generation,
@@ -22,6 +23,8 @@ struct State {
     started: bool,
     /// Splits the text into reasoning and content when a reasoning parser is on.
     reasoning: Option<StreamSplitter>,
+    /// Reads the content for tool calls when the request has tools and a parser is on.
+    tools: Option<StreamParser>,
 }
 
 pub fn respond(
@@ -29,6 +32,7 @@ pub fn respond(
     format: Formatter,
     include_usage: bool,
     reasoning: Option<Format>,
+    tools: Option<Reading>,
 ) -> Response {
     let deadlines = generation.deadlines();
     let shutdown = generation.relay().shutdown.subscribe();
@@ -38,6 +42,7 @@ pub fn respond(
         include_usage,
         started: false,
         reasoning: reasoning.map(StreamSplitter::new),
+        tools: tools.map(StreamParser::new),
     };
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
@@ -51,19 +56,19 @@ pub fn respond(
             match st.generation.next().await {
                 Ok(Some(delta)) => {
                     let finish = delta.finish.as_ref().map(|f| f.openai());
-                    if let Some(splitter) = st.reasoning.as_mut() {
-                        let mut split = splitter.push(&delta.text);
-                        if finish.is_some() {
-                            // The last text: what the splitter held back goes out now.
-                            append(&mut split, splitter.finish());
-                        }
+                    let mut called = false;
+                    if st.reasoning.is_some() || st.tools.is_some() {
+                        let (split, calls) = st.read(&delta.text, finish.is_some());
                         split_chunks(&st.format, &mut out, &split);
+                        st.format.tool_call_chunks(&mut out, &calls);
+                        called = !calls.is_empty();
                     } else if !delta.text.is_empty()
                         || (finish.is_some() && st.format.kind == Kind::Completion)
                     {
                         st.format.text_chunk(&mut out, &delta.text, finish);
                     }
                     if let Some(finish) = finish {
+                        let finish = super::collect::with_calls(finish, called);
                         st.format.finish_chunk(&mut out, finish);
                         if st.include_usage {
                             let usage = st.generation.usage();
@@ -77,9 +82,9 @@ pub fn respond(
                     }
                 }
                 Ok(None) => {
-                    if let Some(splitter) = st.reasoning.as_mut() {
-                        split_chunks(&st.format, &mut out, &splitter.finish());
-                    }
+                    let (split, calls) = st.read("", true);
+                    split_chunks(&st.format, &mut out, &split);
+                    st.format.tool_call_chunks(&mut out, &calls);
                     out.extend_from_slice(sse::DONE);
                     return end(out);
                 }
@@ -94,6 +99,37 @@ pub fn respond(
     let mut resp = sse_headers(body);
     resp.extensions_mut().insert(slot);
     resp
+}
+
+impl State {
+    /// The next text through the parsers: the reasoning and content it makes certain, and at
+    /// the `last` text what they held back and the calls.
+    fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
+        let mut split = match self.reasoning.as_mut() {
+            Some(splitter) => {
+                let mut split = splitter.push(text);
+                if last {
+                    append(&mut split, splitter.finish());
+                }
+                split
+            }
+            None => Split {
+                reasoning: String::new(),
+                content: text.to_owned(),
+            },
+        };
+        let mut calls = Vec::new();
+        if let Some(parser) = self.tools.as_mut() {
+            let mut content = parser.push(&split.content);
+            if last {
+                let end = parser.finish();
+                content.push_str(&end.content);
+                calls = end.calls;
+            }
+            split.content = content;
+        }
+        (split, calls)
+    }
 }
 
 fn append(split: &mut Split, more: Split) {

@@ -36,5 +36,7 @@ mod sim_script;
 mod sim_versions;
 mod simulator;
 mod tls;
+mod tool_call_oracle;
+mod tool_calls_gateway;
 mod worker_addresses;
 mod workers_admin;

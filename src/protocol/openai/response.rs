@@ -51,6 +51,24 @@ pub struct AssistantMessage<'a> {
     pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub tool_calls: &'a [ToolCallOut<'a>],
+}
+
+/// One call in an answer's `message.tool_calls`.
+#[derive(Debug, Serialize)]
+pub struct ToolCallOut<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionOut<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunctionOut<'a> {
+    pub name: &'a str,
+    /// The arguments as a JSON text.
+    pub arguments: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -100,6 +118,27 @@ pub struct Delta<'a> {
     pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<&'a [ToolCallDelta<'a>]>,
+}
+
+/// A piece of a streamed call: the first carries its `id`, `type` and name, the next ones
+/// pieces of its arguments; `index` says which call.
+#[derive(Debug, Serialize)]
+pub struct ToolCallDelta<'a> {
+    pub index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionDelta<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    pub arguments: &'a str,
 }
 
 #[derive(Debug, Serialize)]

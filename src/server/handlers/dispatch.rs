@@ -94,9 +94,15 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
     // Our rid, not the client's: a response id must be unique, and a client may reuse its own.
     let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name));
     Ok(if p.stream {
-        stream::respond(generation, format, p.include_usage, p.reasoning)
+        stream::respond(
+            generation,
+            format,
+            p.include_usage,
+            p.reasoning,
+            p.tool_calls,
+        )
     } else {
-        collect::respond(generation, format, p.reasoning).await
+        collect::respond(generation, format, p.reasoning, p.tool_calls).await
     })
 }
 

@@ -1,6 +1,7 @@
 //! Test harness: real `switchboard` processes (simulated workers and the gateway) on
 //! 127.0.0.1, killed when dropped; every wait is bounded.
 
+pub mod chunking;
 pub mod fake_hub;
 pub mod fake_kube;
 pub mod llama;

@@ -1,0 +1,36 @@
+//! Tool-call parsers: a model's chat text read into OpenAI `tool_calls` and the content around
+//! them, as SGLang's `--tool-call-parser` does. A pure text layer: [`kind`] names the parsers
+//! and their tags, [`whole`] parses a finished text (non-streaming answers, and the end of a
+//! stream), [`incremental`] streams the content before the first call under any chunking,
+//! [`python_json`] writes arguments the way SGLang's `json.dumps` does.
+
+pub mod incremental;
+pub mod kind;
+pub mod python_json;
+pub mod whole;
+
+pub use incremental::StreamParser;
+pub use kind::ParserKind;
+pub use whole::parse_whole;
+
+/// One call the model made: a function of the request's `tools` and its arguments (a JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A text read for tool calls: the content (may be empty) and the calls, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parsed {
+    pub content: String,
+    pub calls: Vec<ToolCall>,
+}
+
+/// How one request's output is read: the parser and the names of the request's tools (a call
+/// to any other name is dropped, as SGLang does by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    pub kind: ParserKind,
+    pub tool_names: Vec<String>,
+}

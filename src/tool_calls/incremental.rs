@@ -1,0 +1,140 @@
+//! A streamed text read for tool calls under any chunking. The content before the first call
+//! goes out as it arrives, less what may still turn out to be the start tag or the whitespace
+//! SGLang strips before a call; once a call has started, the rest is held, and
+//! [`StreamParser::finish`] reads the whole text as a non-streamed answer is read, so the
+//! calls, and whether a broken call makes everything content, are decided on the whole text.
+//! What the stream shows, joined, is then the non-streamed answer (except that whitespace at
+//! the very start of the text, already sent, stays).
+
+use super::{parse_whole, Parsed, Reading};
+use crate::reasoning::python_strip;
+
+#[derive(Debug, Clone)]
+pub struct StreamParser {
+    reading: Reading,
+    /// Everything so far.
+    text: String,
+    /// The content already given out: always a prefix of `text`.
+    sent: usize,
+    /// A start tag has been seen: nothing more goes out before the end.
+    in_calls: bool,
+}
+
+impl StreamParser {
+    pub fn new(reading: Reading) -> StreamParser {
+        StreamParser {
+            reading,
+            text: String::new(),
+            sent: 0,
+            in_calls: false,
+        }
+    }
+
+    /// The content that `text` (the next piece of the stream) makes certain.
+    pub fn push(&mut self, text: &str) -> String {
+        self.text.push_str(text);
+        if self.in_calls {
+            return String::new();
+        }
+        let start = self.reading.kind.start();
+        let sure = match self.text.find(start) {
+            Some(at) => {
+                self.in_calls = true;
+                at
+            }
+            None => self.text.len() - held_prefix_len(&self.text, start),
+        };
+        // Whitespace right before a call is stripped: it waits for what follows.
+        let sure = end_without_trailing_space(&self.text[..sure]);
+        if sure <= self.sent {
+            return String::new();
+        }
+        let out = self.text[self.sent..sure].to_owned();
+        self.sent = sure;
+        out
+    }
+
+    /// The end of the stream: the content not yet given out, and the calls.
+    pub fn finish(&mut self) -> Parsed {
+        let whole = parse_whole(&self.reading, &self.text);
+        let sent = &self.text[..self.sent];
+        let rest = whole
+            .content
+            .strip_prefix(sent)
+            .or_else(|| whole.content.strip_prefix(python_strip(sent)))
+            .unwrap_or_default()
+            .to_owned();
+        self.sent = self.text.len();
+        Parsed {
+            content: rest,
+            calls: whole.calls,
+        }
+    }
+}
+
+/// Where `text` ends once Python's `rstrip()` has run on it.
+fn end_without_trailing_space(text: &str) -> usize {
+    let stripped = python_strip(text);
+    if stripped.is_empty() {
+        0
+    } else {
+        stripped.as_ptr() as usize - text.as_ptr() as usize + stripped.len()
+    }
+}
+
+/// The length of the longest end of `text` that is a proper beginning of `tag`.
+fn held_prefix_len(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| text.as_bytes().ends_with(&tag.as_bytes()[..k]))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool_calls::{ParserKind, ToolCall};
+
+    fn run(kind: ParserKind, chunks: &[&str]) -> Parsed {
+        let mut p = StreamParser::new(Reading {
+            kind,
+            tool_names: vec!["f".into()],
+        });
+        let mut content: String = chunks.iter().map(|c| p.push(c)).collect();
+        let end = p.finish();
+        content.push_str(&end.content);
+        Parsed {
+            content,
+            calls: end.calls,
+        }
+    }
+
+    #[test]
+    fn any_two_piece_cut_gives_the_whole_answer() {
+        let text =
+            "Sure 🦙 \n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"é\"}}\n</tool_call>";
+        let want = Parsed {
+            content: "Sure 🦙".into(),
+            calls: vec![ToolCall {
+                name: "f".into(),
+                arguments: "{\"q\": \"é\"}".into(),
+            }],
+        };
+        for cut in (1..text.len()).filter(|&i| text.is_char_boundary(i)) {
+            assert_eq!(run(ParserKind::Qwen25, &[&text[..cut], &text[cut..]]), want);
+        }
+    }
+
+    #[test]
+    fn held_text_is_released_at_the_end() {
+        let got = run(ParserKind::Hermes, &["a <tool_c"]);
+        assert_eq!(got.content, "a <tool_c");
+        let mut p = StreamParser::new(Reading {
+            kind: ParserKind::Qwen25,
+            tool_names: vec![],
+        });
+        assert_eq!(p.push("x  "), "x");
+        assert_eq!(p.push("y"), "  y");
+        assert_eq!(p.finish().content, "");
+    }
+}

@@ -1,0 +1,55 @@
+//! The parsers by name (`--tool-call-parser`) and their tags: SGLang 0.5.9's `qwen25`
+//! (`Qwen25Detector`) and `hermes` (`HermesDetector`), the `<tool_call>{json}</tool_call>`
+//! family.
+
+use clap::ValueEnum;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ParserKind {
+    /// Qwen 2.5 / Qwen 3: `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>`, each call
+    /// in its own block; a block that is not JSON is dropped, the others kept.
+    #[value(name = "qwen25")]
+    Qwen25,
+    /// Hermes: `<tool_call>{…}</tool_call>` (newlines optional, the last block may be left
+    /// open); one block that is not JSON makes the whole text content, with no calls.
+    #[value(name = "hermes")]
+    Hermes,
+}
+
+impl ParserKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ParserKind::Qwen25 => "qwen25",
+            ParserKind::Hermes => "hermes",
+        }
+    }
+
+    /// The text that opens a call: its presence is what makes a text a tool-call answer.
+    pub fn start(self) -> &'static str {
+        match self {
+            ParserKind::Qwen25 => "<tool_call>\n",
+            ParserKind::Hermes => "<tool_call>",
+        }
+    }
+
+    /// The text that closes a call.
+    pub fn end(self) -> &'static str {
+        match self {
+            ParserKind::Qwen25 => "\n</tool_call>",
+            ParserKind::Hermes => "</tool_call>",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_flag_values() {
+        for kind in ParserKind::value_variants() {
+            let v = kind.to_possible_value().map(|v| v.get_name().to_owned());
+            assert_eq!(v.as_deref(), Some(kind.name()));
+        }
+    }
+}

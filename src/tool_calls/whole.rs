@@ -1,0 +1,169 @@
+//! A finished text parsed at once, as SGLang 0.5.9's chat server does for a non-streamed answer
+//! (`parse_non_stream`, then `_process_tool_calls`' fallback): a text without the start tag, or
+//! in which no call can be read, is all content, as it is; otherwise the content is the text
+//! before the first call, stripped, and the calls are the blocks that parse. Text between and
+//! after calls is dropped, as SGLang drops it.
+
+use serde_json::Value;
+
+use super::{python_json, Parsed, ParserKind, Reading, ToolCall};
+use crate::reasoning::python_strip;
+
+pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
+    let kind = reading.kind;
+    let Some(first) = text.find(kind.start()) else {
+        return Parsed {
+            content: text.to_owned(),
+            calls: Vec::new(),
+        };
+    };
+    match calls(reading, text) {
+        Some(calls) if !calls.is_empty() => Parsed {
+            content: python_strip(&text[..first]).to_owned(),
+            calls,
+        },
+        // No call read (SGLang's `parse_non_stream`), or its parser raised: the whole text is
+        // the answer.
+        _ => Parsed {
+            content: text.to_owned(),
+            calls: Vec::new(),
+        },
+    }
+}
+
+/// The calls of every block, or `None` where SGLang's parser raises.
+fn calls(reading: &Reading, text: &str) -> Option<Vec<ToolCall>> {
+    let mut calls = Vec::new();
+    for block in blocks(reading.kind, text) {
+        match serde_json::from_str::<Value>(python_strip(block)) {
+            Ok(value) => calls.extend(from_json(value, &reading.tool_names)?),
+            // Qwen2.5's parser logs and skips a block that is not JSON; Hermes' raises.
+            Err(_) if reading.kind == ParserKind::Qwen25 => {}
+            Err(_) => return None,
+        }
+    }
+    Some(calls)
+}
+
+/// The insides of the call blocks, as SGLang's regular expressions find them: Qwen2.5's
+/// `start(.*?)end`; Hermes' `start(.*?)end|start(.*)` (the last one may be left open), empty
+/// insides skipped.
+fn blocks(kind: ParserKind, text: &str) -> Vec<&str> {
+    let (start, end) = (kind.start(), kind.end());
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(start) {
+        let inside = &rest[at + start.len()..];
+        match inside.find(end) {
+            Some(stop) => {
+                out.push(&inside[..stop]);
+                rest = &inside[stop + end.len()..];
+            }
+            None if kind == ParserKind::Hermes => {
+                out.push(inside);
+                break;
+            }
+            None => break,
+        }
+    }
+    out.retain(|b| !b.is_empty() || kind == ParserKind::Qwen25);
+    out
+}
+
+/// SGLang's `parse_base_json`: an object or a list of them; a call to a function the request
+/// does not offer (or without a name) is dropped. `None` where Python would raise: an item
+/// that is not an object, or a name that cannot be looked up (a non-empty list or object).
+fn from_json(value: Value, tool_names: &[String]) -> Option<Vec<ToolCall>> {
+    let items = match value {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    let mut calls = Vec::new();
+    for item in items {
+        let Value::Object(mut call) = item else {
+            return None;
+        };
+        let name = match call.get("name") {
+            Some(Value::String(name)) if tool_names.contains(name) => name.clone(),
+            Some(Value::Array(a)) if !a.is_empty() => return None,
+            Some(Value::Object(o)) if !o.is_empty() => return None,
+            _ => continue,
+        };
+        // `act.get("parameters") or act.get("arguments", {})`: Python's truthiness.
+        let arguments = match call.remove("parameters").filter(truthy) {
+            Some(p) => p,
+            None => call
+                .remove("arguments")
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        };
+        calls.push(ToolCall {
+            name,
+            arguments: python_json::dumps(&arguments),
+        });
+    }
+    Some(calls)
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(kind: ParserKind) -> Reading {
+        Reading {
+            kind,
+            tool_names: vec!["get_weather".into()],
+        }
+    }
+
+    #[test]
+    fn qwen25_reads_blocks_and_drops_what_sglang_drops() {
+        let r = reading(ParserKind::Qwen25);
+        let text = "Let me check.\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>\n<tool_call>\nnot json\n</tool_call>\n<tool_call>\n{\"name\":\"other\",\"arguments\":{}}\n</tool_call> after";
+        let p = parse_whole(&r, text);
+        assert_eq!(p.content, "Let me check.");
+        assert_eq!(
+            p.calls,
+            vec![ToolCall {
+                name: "get_weather".into(),
+                arguments: "{\"city\": \"Paris\"}".into()
+            }]
+        );
+        assert_eq!(parse_whole(&r, " plain ").content, " plain ");
+        // Not an object: SGLang's parser raises, and the text is all content.
+        let p = parse_whole(&r, "a <tool_call>\n[1]\n</tool_call>");
+        assert_eq!(
+            (p.content.as_str(), p.calls.len()),
+            ("a <tool_call>\n[1]\n</tool_call>", 0)
+        );
+    }
+
+    #[test]
+    fn hermes_takes_an_open_last_block_and_fails_whole() {
+        let r = reading(ParserKind::Hermes);
+        let p = parse_whole(
+            &r,
+            "<tool_call>{\"name\":\"get_weather\",\"parameters\":{\"a\":1}}",
+        );
+        assert_eq!(p.calls.len(), 1);
+        assert_eq!(p.calls[0].arguments, "{\"a\": 1}");
+        let bad = "x <tool_call>{\"name\":\"get_weather\"}</tool_call><tool_call>{oops</tool_call>";
+        assert_eq!(
+            parse_whole(&r, bad),
+            Parsed {
+                content: bad.into(),
+                calls: vec![]
+            }
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! `--tool-call-parser qwen25` through the gateway in front of a sim with Qwen2.5's tokenizer,
+//! made to answer with calls (`POST /sim/script`; `<tool_call>` is one added token there, the
+//! JSON many). A chat request with `tools` is served on the token-id path — the sim's log shows
+//! our rid and the ids of the template rendered with the tools — and its answer carries OpenAI
+//! `tool_calls` and `finish_reason: "tool_calls"`, whole and streamed, read by the official
+//! OpenAI SDK too. `tool_choice: "none"` is all content; `"required"` is still forwarded.
+
+use serde_json::{json, Value};
+
+use crate::support;
+
+const MODEL: &str = "qwen2.5-0.5b-instruct";
+const ANSWER: &str = "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"°C\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\", \"days\": [1, 2]}}\n</tool_call>";
+
+fn tools() -> Value {
+    json!([{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
+}
+
+/// What one chat answer says: content (null when empty), calls as (name, arguments as JSON),
+/// finish reason; and the request id the worker got. A stream's deltas are joined by index.
+struct Answer {
+    content: Option<String>,
+    calls: Vec<(String, Value)>,
+    finish: String,
+    rid: String,
+}
+
+async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
+    let mut body = json!({"model": MODEL, "stream": stream, "max_tokens": 128, "tools": tools(),
+                          "messages": [{"role": "user", "content": "weather in paris and zurich?"}]});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let r = support::post(format!("{url}/v1/chat/completions"), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let rid = r
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("x-request-id")
+        .to_owned();
+    let text = r.text().await.unwrap();
+    let args = |a: &Value| serde_json::from_str::<Value>(a.as_str().expect("arguments")).unwrap();
+    if !stream {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let choice = &v["choices"][0];
+        assert!(
+            choice.get("matched_stop").is_none(),
+            "the sim's own answer: {v}"
+        );
+        let calls = choice["message"]["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for c in &calls {
+            assert_eq!(c["type"], "function");
+            assert!(
+                c["id"].as_str().is_some_and(|id| id.starts_with("call_")),
+                "{c}"
+            );
+        }
+        return Answer {
+            content: choice["message"]["content"].as_str().map(str::to_owned),
+            calls: calls
+                .iter()
+                .map(|c| {
+                    (
+                        c["function"]["name"].as_str().unwrap().to_owned(),
+                        args(&c["function"]["arguments"]),
+                    )
+                })
+                .collect(),
+            finish: choice["finish_reason"].as_str().unwrap().to_owned(),
+            rid,
+        };
+    }
+    let data = support::sse_data(&text);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{text}");
+    let (mut content, mut calls, mut finish) =
+        (String::new(), Vec::<(String, String)>::new(), None);
+    for d in data.iter().filter(|d| *d != "[DONE]") {
+        let v: Value = serde_json::from_str(d).unwrap();
+        let choice = &v["choices"][0];
+        assert!(
+            choice.get("matched_stop").is_none(),
+            "the sim's own stream: {d}"
+        );
+        content.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+        for tc in choice["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let i = tc["index"].as_u64().expect("index") as usize;
+            if let Some(name) = tc["function"]["name"].as_str() {
+                assert!(!name.is_empty(), "an empty tool name: {d}");
+                assert_eq!(i, calls.len(), "a call's first delta opens it: {d}");
+                assert_eq!(tc["type"], "function");
+                assert!(tc["id"].as_str().is_some(), "{d}");
+                calls.push((name.to_owned(), String::new()));
+            }
+            calls[i]
+                .1
+                .push_str(tc["function"]["arguments"].as_str().unwrap_or_default());
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = Some(f.to_owned());
+        }
+    }
+    Answer {
+        content: Some(content).filter(|c| !c.is_empty()),
+        calls: calls
+            .into_iter()
+            .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
+            .collect(),
+        finish: finish.expect("a finish chunk"),
+        rid,
+    }
+}
+
+async fn start(parser: &[&str]) -> (support::Proc, support::Proc) {
+    let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
+    let sim = support::sim(&[
+        "--tokenizer-path",
+        &dir,
+        "--time-scale",
+        "0.01",
+        "--model-name",
+        MODEL,
+    ])
+    .await;
+    let mut args = vec!["--model-path", dir.as_str()];
+    args.extend_from_slice(parser);
+    let gw = support::gateway(&[&sim], &args).await;
+    let rule = json!({"match": "weather in paris", "output": ANSWER});
+    let r = support::post(format!("{}/sim/script", sim.url), &rule).await;
+    assert_eq!(r.status().as_u16(), 200);
+    (sim, gw)
+}
+
+#[tokio::test]
+async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
+    let (sim, gw) = start(&["--tool-call-parser", "qwen25"]).await;
+    let want = vec![
+        (
+            "get_weather".to_owned(),
+            json!({"city": "Paris", "unit": "°C"}),
+        ),
+        (
+            "get_weather".to_owned(),
+            json!({"city": "Zürich", "days": [1, 2]}),
+        ),
+    ];
+    let log: Vec<Value> = support::client()
+        .get(format!("{}/sim/requests", sim.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(log.is_empty());
+    for stream in [false, true] {
+        let a = chat(&gw.url, stream, json!({})).await;
+        assert_eq!(
+            a.content.as_deref(),
+            Some("Let me check both."),
+            "stream={stream}"
+        );
+        assert_eq!(a.calls, want, "stream={stream}");
+        assert_eq!(a.finish, "tool_calls", "stream={stream}");
+        let log: Vec<Value> = support::client()
+            .get(format!("{}/sim/requests", sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let seen = log
+            .iter()
+            .find(|s| s["rid"] == a.rid.as_str())
+            .expect("the worker saw our rid");
+        // The prompt the worker got is the gateway's: the template rendered with the tools.
+        let ids: Vec<u32> = seen["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert!(
+            ids.len() > 100,
+            "the tools are in the prompt: {} ids",
+            ids.len()
+        );
+    }
+    // `tool_choice: "none"`: no tools in the prompt, the text is the answer.
+    let rule = json!({"match": "weather in paris", "output": ANSWER});
+    support::post(format!("{}/sim/script", sim.url), &rule).await;
+    for stream in [false, true] {
+        let a = chat(&gw.url, stream, json!({"tool_choice": "none"})).await;
+        assert_eq!(
+            (a.content.as_deref(), a.calls.len(), a.finish.as_str()),
+            (Some(ANSWER), 0, "stop")
+        );
+    }
+
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let r = support::python::run(
+        &py,
+        "tests/python/openai_sdk_tool_calls.py",
+        vec![
+            gw.url.clone(),
+            MODEL.into(),
+            "weather in paris and zurich?".into(),
+            tools().to_string(),
+        ],
+    )
+    .await;
+    for how in ["whole", "stream"] {
+        let got = &r[how];
+        assert_eq!(got["content"], "Let me check both.", "{how}: {r}");
+        assert_eq!(got["finish"], "tool_calls", "{how}: {r}");
+        let calls = got["calls"].as_array().expect("calls");
+        assert_eq!(calls.len(), 2, "{how}: {r}");
+        for (c, (name, args)) in calls.iter().zip(&want) {
+            assert!(c[0].as_str().is_some_and(|id| !id.is_empty()), "{how}: {r}");
+            assert_eq!(c[1], name.as_str());
+            assert_eq!(
+                &serde_json::from_str::<Value>(c[2].as_str().unwrap()).unwrap(),
+                args
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn required_and_no_parser_are_still_forwarded() {
+    // The sim's own route answers these: its shape has `matched_stop`, and no tool_calls.
+    let forwarded = |v: &Value| v["choices"][0].get("matched_stop").is_some();
+    for (parser, extra) in [
+        (
+            &["--tool-call-parser", "qwen25"][..],
+            json!({"tool_choice": "required"}),
+        ),
+        (&[][..], json!({})),
+    ] {
+        let (_sim, gw) = start(parser).await;
+        let mut body = json!({"model": MODEL, "max_tokens": 16, "tools": tools(),
+                              "messages": [{"role": "user", "content": "hello"}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert!(forwarded(&v), "{parser:?} {extra}: {v}");
+    }
+}
