@@ -7,7 +7,10 @@ pub mod fake_kube;
 pub mod llama;
 pub mod python;
 pub mod scripted;
+mod sim_state;
 pub mod tls;
+
+pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -341,38 +344,6 @@ pub async fn gateway_in_flight(gw_url: &str) -> f64 {
     metric_sum(&text, GAUGE)
 }
 
-/// Sum of a simulator metric over all its labels.
-pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
-    metric_sum(&metrics_text(sim_url).await, name)
-}
-
-/// Requests running or waiting on a simulator (from its `/v1/loads`).
-pub async fn sim_busy(sim_url: &str) -> u64 {
-    let v: serde_json::Value = client()
-        .get(format!("{sim_url}/v1/loads"))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("loads json");
-    let count = |field: &str| {
-        v["loads"][0][field]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no {field} in {sim_url}/v1/loads: {v}"))
-    };
-    count("num_running_reqs") + count("num_waiting_reqs")
-}
-
-/// Waits until a simulator has received `/abort_request` and has nothing running or waiting.
-pub async fn sim_aborted_and_idle(sim_url: &str) {
-    eventually("abort_request reached the worker", || async {
-        sim_metric(sim_url, "sim_abort_requests_received_total").await >= 1.0
-    })
-    .await;
-    eventually("worker idle", || async { sim_busy(sim_url).await == 0 }).await;
-}
-
 /// A short streamed chat through `gw`: its status, or why it was not a complete stream.
 pub async fn stream_chat(gw: &str, content: String) -> Result<u16, String> {
     let body = serde_json::json!({"model": MODEL, "messages": [{"role": "user", "content": content}],
@@ -403,23 +374,4 @@ pub fn chat_stream_content(body: &str) -> (String, bool) {
         }
     }
     (content, done)
-}
-
-/// A sim that runs one request and queues none, busy with a long request sent to it directly.
-pub async fn full_sim(version: &str) -> (Proc, reqwest::Response) {
-    let sim = sim(&[
-        "--sglang-version",
-        version,
-        "--max-running-requests",
-        "1",
-        "--max-queued-requests",
-        "0",
-        "--decode-base-us",
-        "20000",
-    ])
-    .await;
-    let hog = serde_json::json!({"input_ids": [7, 8, 9], "sampling_params": {"max_new_tokens": 5000, "ignore_eos": true}, "stream": true});
-    let mut r = post(format!("{}/generate", sim.url), &hog).await;
-    r.chunk().await.expect("the hog's first chunk");
-    (sim, r)
 }
