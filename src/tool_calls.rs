@@ -1,12 +1,11 @@
 //! Tool-call parsers: a model's chat text read into OpenAI `tool_calls` and the content around
 //! them, as SGLang's `--tool-call-parser` does. A pure text layer: [`kind`] names the parsers
 //! and their tags, [`whole`] parses a finished text (non-streaming answers, and the end of a
-//! stream), [`incremental`] streams the content before the first call under any chunking,
-//! [`python_json`] writes arguments the way SGLang's `json.dumps` does.
+//! stream), [`incremental`] streams the content before the first call under any chunking;
+//! arguments are written as SGLang's `json.dumps` writes them (`tokenize::python_json_dumps`).
 
 pub mod incremental;
 pub mod kind;
-pub mod python_json;
 pub mod whole;
 
 pub use incremental::StreamParser;

@@ -2,6 +2,8 @@
 //! transformers' jinja2 sandbox does. Compiled once per `Tokenizer`.
 
 mod pyjson;
+
+pub use pyjson::dumps as python_json_dumps;
 mod strftime;
 
 use crate::tokenize::TokenizeError;

@@ -6,8 +6,9 @@
 
 use serde_json::Value;
 
-use super::{python_json, Parsed, ParserKind, Reading, ToolCall};
+use super::{Parsed, ParserKind, Reading, ToolCall};
 use crate::reasoning::python_strip;
+use crate::tokenize::python_json_dumps;
 
 pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
     let kind = reading.kind;
@@ -98,7 +99,7 @@ fn from_json(value: Value, tool_names: &[String]) -> Option<Vec<ToolCall>> {
         };
         calls.push(ToolCall {
             name,
-            arguments: python_json::dumps(&arguments),
+            arguments: python_json_dumps(&arguments),
         });
     }
     Some(calls)

@@ -28,6 +28,14 @@ impl Default for DumpOptions {
     }
 }
 
+/// `json.dumps(value, ensure_ascii=False)`: what Python code (a template's `tojson`, SGLang's
+/// tool-call `arguments`) writes for this value.
+pub fn dumps(v: &Json) -> String {
+    let mut out = String::new();
+    dump(v, &DumpOptions::default(), 0, &mut out);
+    out
+}
+
 /// `value | tojson`, `tojson(indent=2)`, `tojson(2)`, `separators=(a, b)`,
 /// `sort_keys=true`, `ensure_ascii=true`, as HF's filter accepts.
 pub(crate) fn tojson_filter(
@@ -232,10 +240,26 @@ fn push_py_float(f: f64, out: &mut String) {
 mod tests {
     use super::*;
 
-    fn dumps(v: &Json) -> String {
-        let mut s = String::new();
-        dump(v, &DumpOptions::default(), 0, &mut s);
-        s
+    fn py(text: &str) -> String {
+        dumps(&serde_json::from_str(text).unwrap_or(Json::Null))
+    }
+
+    /// As SGLang writes a tool call's `arguments`: Python's separators, key order kept,
+    /// non-ASCII as it is, integers beyond f64 exact.
+    #[test]
+    fn writes_as_python_json_dumps() {
+        assert_eq!(
+            py(r#"{"b":1,"a":[true,null,{"x":"y"}]}"#),
+            r#"{"b": 1, "a": [true, null, {"x": "y"}]}"#
+        );
+        assert_eq!(
+            py(r#""\u00e9\/\"\\\n\u0001\u007f""#),
+            "\"é/\\\"\\\\\\n\\u0001\u{7f}\""
+        );
+        assert_eq!(
+            py("[1.0, 1.5, -0.0, 1e5, 1e16, 1.5e-7, 0.0001, 123456789012345678]"),
+            "[1.0, 1.5, -0.0, 100000.0, 1e+16, 1.5e-07, 0.0001, 123456789012345678]"
+        );
     }
 
     #[test]
