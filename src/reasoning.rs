@@ -7,7 +7,7 @@ pub mod incremental;
 pub mod kind;
 pub mod whole;
 
-pub use incremental::StreamSplitter;
+pub use incremental::{held_prefix_len, StreamSplitter};
 pub use kind::{Format, ParserKind};
 pub use whole::{python_strip, split_whole};
 

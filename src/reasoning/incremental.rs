@@ -85,9 +85,10 @@ impl StreamSplitter {
     }
 }
 
-/// The length of the longest end of `text` that is a proper beginning of `tag`. Such an end
-/// starts where `tag` does, at a character boundary.
-fn held_prefix_len(text: &str, tag: &str) -> usize {
+/// The length of the longest end of `text` that is a proper beginning of `tag`: what a
+/// streaming parser holds back in case the next chunk completes the tag. Such an end starts
+/// where `tag` does, at a character boundary.
+pub fn held_prefix_len(text: &str, tag: &str) -> usize {
     (1..tag.len().min(text.len() + 1))
         .rev()
         .find(|&k| text.as_bytes().ends_with(&tag.as_bytes()[..k]))

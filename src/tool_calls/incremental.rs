@@ -7,7 +7,7 @@
 //! the very start of the text, already sent, stays).
 
 use super::{parse_whole, Parsed, Reading};
-use crate::reasoning::python_strip;
+use crate::reasoning::{held_prefix_len, python_strip};
 
 #[derive(Debug, Clone)]
 pub struct StreamParser {
@@ -80,14 +80,6 @@ fn end_without_trailing_space(text: &str) -> usize {
     } else {
         stripped.as_ptr() as usize - text.as_ptr() as usize + stripped.len()
     }
-}
-
-/// The length of the longest end of `text` that is a proper beginning of `tag`.
-fn held_prefix_len(text: &str, tag: &str) -> usize {
-    (1..tag.len().min(text.len() + 1))
-        .rev()
-        .find(|&k| text.as_bytes().ends_with(&tag.as_bytes()[..k]))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
