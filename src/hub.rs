@@ -9,6 +9,8 @@ use std::time::Duration;
 use hf_hub::api::tokio::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Cache, Repo, RepoType};
 
+use crate::net::error_chain;
+
 /// The one file a tokenizer cannot do without.
 const REQUIRED: &str = "tokenizer.json";
 /// Read when the repo has them (`Tokenizer::from_dir`): special tokens and template, a newer
@@ -281,18 +283,6 @@ fn snapshot_dir(file: &Path, repo: &RepoId) -> Result<PathBuf, HubError> {
             file: REQUIRED,
             reason: format!("unexpected cache path {}", file.display()),
         })
-}
-
-/// reqwest's top-level message hides the cause (refused, DNS, TLS).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cur = c.source();
-    }
-    msg
 }
 
 #[cfg(test)]

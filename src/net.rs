@@ -80,3 +80,16 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, List
         ClientAddr(*stream.remote_addr())
     }
 }
+
+/// An error with its causes, `a: b: c`: HTTP clients' (hyper's, reqwest's) top-level messages
+/// hide what happened (refused, DNS, TLS) in the source chain.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cur = c.source();
+    }
+    msg
+}

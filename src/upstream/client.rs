@@ -13,6 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::{Origin, UpstreamError};
+use crate::net::error_chain;
 
 const POOL_IDLE: Duration = Duration::from_secs(4);
 
@@ -166,16 +167,4 @@ async fn status_error(worker: &Origin, resp: Response<Incoming>) -> UpstreamErro
         message,
         retry_after,
     }
-}
-
-/// hyper's errors say little at the top level; the cause chain says what happened.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cur = c.source();
-    }
-    msg
 }
