@@ -59,14 +59,7 @@ async fn golden_ids_reach_the_worker(tokenizer: &str) {
             "case {i}: {}",
             r.text().await.unwrap_or_default()
         );
-        let seen: Vec<Value> = c
-            .get(format!("{}/sim/requests", sim.url))
-            .send()
-            .await
-            .expect("log")
-            .json()
-            .await
-            .expect("json");
+        let seen: Vec<Value> = support::sim_request_log(&sim.url).await;
         let got = seen
             .iter()
             .find(|s| s["rid"] == rid.as_str())

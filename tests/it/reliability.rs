@@ -152,14 +152,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
         4.0 + continued
     );
     // The continuation on b carries the prompt plus the 5 tokens already sent, asking for the rest.
-    let seen: Vec<Value> = support::client()
-        .get(format!("{}/sim/requests", b.url))
-        .send()
-        .await
-        .expect("log")
-        .json()
-        .await
-        .expect("json");
+    let seen: Vec<Value> = support::sim_request_log(&b.url).await;
     assert!(
         seen.iter()
             .any(|r| r["rid"].as_str().is_some_and(|s| s.ends_with("-m1"))

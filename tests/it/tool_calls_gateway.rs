@@ -153,14 +153,7 @@ async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
             json!({"city": "Zürich", "days": [1, 2]}),
         ),
     ];
-    let log: Vec<Value> = support::client()
-        .get(format!("{}/sim/requests", sim.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log: Vec<Value> = support::sim_request_log(&sim.url).await;
     assert!(log.is_empty());
     for stream in [false, true] {
         let a = chat(&gw.url, stream, json!({})).await;
@@ -171,14 +164,7 @@ async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
         );
         assert_eq!(a.calls, want, "stream={stream}");
         assert_eq!(a.finish, "tool_calls", "stream={stream}");
-        let log: Vec<Value> = support::client()
-            .get(format!("{}/sim/requests", sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let log: Vec<Value> = support::sim_request_log(&sim.url).await;
         let seen = log
             .iter()
             .find(|s| s["rid"] == a.rid.as_str())

@@ -10,7 +10,7 @@ pub mod scripted;
 mod sim_state;
 pub mod tls;
 
-pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric};
+pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};

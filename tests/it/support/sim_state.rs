@@ -53,3 +53,16 @@ pub async fn full_sim(version: &str) -> (Proc, reqwest::Response) {
     r.chunk().await.expect("the hog's first chunk");
     (sim, r)
 }
+
+/// The sim's log of the last requests it received (`GET /sim/requests`): rid, prompt ids,
+/// `max_new_tokens` — what a gateway really sent.
+pub async fn sim_request_log(sim_url: &str) -> Vec<serde_json::Value> {
+    client()
+        .get(format!("{sim_url}/sim/requests"))
+        .send()
+        .await
+        .expect("request log")
+        .json()
+        .await
+        .expect("json")
+}
