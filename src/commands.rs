@@ -4,21 +4,61 @@ use crate::config::ServeConfig;
 use crate::sim::SimOptions;
 
 fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
     // A second init (tests, demo) keeps the first subscriber.
     let _ = if json {
-        builder.json().try_init()
+        tracing_subscriber::fmt()
+            .with_env_filter(log_filter(level))
+            .with_writer(std::io::stderr)
+            .json()
+            .try_init()
     } else {
-        builder.try_init()
+        tracing_subscriber::fmt()
+            .with_env_filter(log_filter(level))
+            .with_writer(std::io::stderr)
+            .try_init()
     };
 }
 
+fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+}
+
+/// Logging plus span export. Kept apart from [`init_logging`] so that with traces off the
+/// subscriber is exactly the plain one (a global filter that leaves the stage spans disabled).
+fn init_logging_and_traces(
+    config: &ServeConfig,
+) -> Result<Option<crate::traces::Exporter>, String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let Some((exporter, spans)) =
+        crate::traces::Exporter::start(&config.traces).map_err(|e| e.to_string())?
+    else {
+        init_logging(&config.log_level, config.log_json);
+        return Ok(None);
+    };
+    let logs = if config.log_json {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .json()
+            .with_filter(log_filter(&config.log_level))
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(log_filter(&config.log_level))
+            .boxed()
+    };
+    let _ = tracing_subscriber::registry()
+        .with(spans)
+        .with(logs)
+        .try_init();
+    Ok(Some(exporter))
+}
+
 pub async fn serve(config: ServeConfig) -> Result<(), String> {
-    init_logging(&config.log_level, config.log_json);
+    let traces = init_logging_and_traces(&config)?;
     let gw = crate::gateway::start(config)
         .await
         .map_err(|e| e.to_string())?;
@@ -37,6 +77,9 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         std::time::Duration::from_secs(gw.state.config.reliability.shutdown_grace_period_secs);
     terminate_signal().await;
     gw.drain(grace).await;
+    if let Some(t) = traces {
+        t.shutdown();
+    }
     Ok(())
 }
 

@@ -53,6 +53,8 @@ pub struct ServeConfig {
     pub reliability: crate::relay::reliability::ReliabilityConfig,
     #[command(flatten)]
     pub discovery: crate::discovery::DiscoveryConfig,
+    #[command(flatten)]
+    pub traces: crate::traces::TraceConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,

@@ -25,5 +25,6 @@ pub mod sim;
 pub mod stream;
 pub mod tokenize;
 pub mod tool_calls;
+pub mod traces;
 pub mod upstream;
 pub mod workers;

@@ -37,6 +37,15 @@ impl Endpoint {
             Endpoint::Generate => "generate",
         }
     }
+
+    /// The OpenTelemetry GenAI `gen_ai.operation.name` of a request to this endpoint.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "text_completion",
+            Endpoint::Generate => "generate_content",
+        }
+    }
 }
 
 /// Gateway stages measured per request.

@@ -39,6 +39,7 @@ mod script;
 mod server;
 mod shapes;
 mod state;
+mod trace_headers;
 mod validate;
 pub mod version;
 pub mod vocab;

@@ -93,6 +93,10 @@ pub struct Exchange {
     waiting_on: Option<Arc<Origin>>,
     pub usage: Usage,
     ended: bool,
+    /// The request's exported span and its current `relay` child (`Span::none()` with traces off).
+    span: tracing::Span,
+    relay_span: tracing::Span,
+    finish_reasons: Vec<&'static str>,
 }
 
 impl Exchange {
@@ -108,6 +112,13 @@ impl Exchange {
             waiting_on: None,
             usage: Usage::default(),
             ended: false,
+            span: if crate::traces::enabled() {
+                tracing::Span::current()
+            } else {
+                tracing::Span::none()
+            },
+            relay_span: tracing::Span::none(),
+            finish_reasons: Vec::new(),
         }
     }
 
@@ -128,8 +139,21 @@ impl Exchange {
     /// Makes `leg` the current one. The previous leg drops: its load is released and, if its
     /// worker may still be generating, it is told to abort.
     pub fn set_leg(&mut self, leg: Leg) {
-        self.waiting_on = Some(Arc::clone(&leg.guard.worker().origin));
+        let origin = Arc::clone(&leg.guard.worker().origin);
+        if crate::traces::enabled() {
+            crate::traces::attribute(&self.span, "server.address", origin.url.clone());
+            self.relay_span = crate::traces::stage_in(&self.span, "relay");
+            crate::traces::attribute(&self.relay_span, "server.address", origin.url.clone());
+        }
+        self.waiting_on = Some(origin);
         self.leg = Some(leg);
+    }
+
+    /// The worker ended a generation with this (OpenAI) finish reason.
+    pub fn finished_with(&mut self, reason: &'static str) {
+        if crate::traces::enabled() {
+            self.finish_reasons.push(reason);
+        }
     }
 
     /// The current leg's worker died; it is counted against it before the next leg replaces it.
@@ -186,10 +210,9 @@ impl Exchange {
             leg.guard.prefill_done();
         }
         if !self.timer.has_first_token() {
-            self.relay.metrics.stage(
-                Stage::UpstreamFirstToken,
-                self.timer.started().elapsed().as_secs_f64(),
-            );
+            let ttft = self.timer.started().elapsed().as_secs_f64();
+            self.relay.metrics.stage(Stage::UpstreamFirstToken, ttft);
+            crate::traces::attribute(&self.span, "gen_ai.server.time_to_first_token", ttft);
         }
         self.timer
             .tokens(n, self.relay.metrics.latency(self.endpoint));
@@ -244,9 +267,43 @@ impl Exchange {
             cached_tokens: self.usage.cached_tokens,
             predicted_cached: self.leg.as_ref().map_or(0, |l| l.guard.predicted_cached()),
         };
+        if crate::traces::enabled() {
+            self.trace_outcome(&outcome);
+        }
         self.relay
             .metrics
             .request_ended(self.endpoint, &self.timer, outcome);
+    }
+
+    /// The GenAI attributes of the request's span; the `relay` span ends here.
+    fn trace_outcome(&mut self, outcome: &Outcome) {
+        use crate::traces::attribute;
+        let span = &self.span;
+        attribute(span, "http.response.status_code", i64::from(outcome.status));
+        let tokens = [
+            ("gen_ai.usage.input_tokens", outcome.prompt_tokens),
+            ("gen_ai.usage.output_tokens", outcome.completion_tokens),
+            (
+                "gen_ai.usage.cache_read.input_tokens",
+                outcome.cached_tokens,
+            ),
+        ];
+        for (key, n) in tokens {
+            attribute(span, key, i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        if !self.finish_reasons.is_empty() {
+            let reasons: Vec<opentelemetry::StringValue> =
+                self.finish_reasons.iter().map(|r| (*r).into()).collect();
+            attribute(
+                span,
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(reasons.into()),
+            );
+        }
+        if outcome.status >= 400 {
+            attribute(span, "error.type", outcome.status.to_string());
+        }
+        self.relay_span = tracing::Span::none();
     }
 }
 

@@ -7,6 +7,8 @@ use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use super::exchange::Exchange;
 use super::retry::{self, Target};
 use super::Relay;
@@ -183,7 +185,8 @@ impl Generation {
             cut_overlap(&mut delta.text, &mut self.overlap);
         }
         self.sent.push_str(&delta.text);
-        if delta.finish.is_some() {
+        if let Some(finish) = &delta.finish {
+            self.exchange.finished_with(finish.openai());
             if self.upstream.stopped_here() {
                 self.exchange.succeed_early();
             } else {
@@ -359,6 +362,7 @@ async fn open_leg(
                 rid,
                 decoder.cloned(),
             )
+            .instrument(crate::traces::stage("upstream_connect"))
             .await?;
             relay
                 .metrics

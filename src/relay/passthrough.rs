@@ -7,6 +7,8 @@ use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -57,7 +59,10 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         let client = relay.client.clone();
         let body = f.body.clone();
         async move {
-            let resp = client.post_json(&worker.origin, f.path, body).await?;
+            let resp = client
+                .post_json(&worker.origin, f.path, body)
+                .instrument(crate::traces::stage("upstream_connect"))
+                .await?;
             // A refusal SGLang streams after its 200 is still an error (and may be retried).
             first_event::read(resp, &worker.origin.url).await
         }

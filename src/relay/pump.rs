@@ -18,6 +18,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::exchange::stopped;
 use super::reliability::Deadlines;
@@ -40,10 +41,12 @@ where
     let (tx, rx) = mpsc::channel(BUFFERED_CHUNKS);
     let slot = SlotRelease::default();
     let release = slot.clone();
-    tokio::spawn(async move {
+    // In the request's span: its logs name the request, and its exported span ends with the stream.
+    let task = async move {
         drive(chunks, tx, deadlines, shutdown).await;
         release.release();
-    });
+    };
+    tokio::spawn(task.instrument(tracing::Span::current()));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         let chunk = rx.recv().await?;
         Some((Ok::<Bytes, Infallible>(chunk), rx))

@@ -6,6 +6,8 @@ use crate::upstream::abort::Abort;
 use std::future::Future;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use super::exchange::{Exchange, Leg};
 use crate::error::GatewayError;
 use crate::routing::RouteRequest;
@@ -39,7 +41,9 @@ where
     let mut retries = 0u32;
     let mut last: Option<UpstreamError> = None;
     loop {
-        let (worker, pick) = match relay.router.pick(&target.route, tried) {
+        let picked =
+            crate::traces::stage("route").in_scope(|| relay.router.pick(&target.route, tried));
+        let (worker, pick) = match picked {
             Ok(p) => p,
             // Every candidate failed already: what the last one said is the real answer.
             Err(e) => return Err(last.map_or_else(|| e.into(), GatewayError::from)),
@@ -53,7 +57,9 @@ where
             target.abort.rids(target.rid),
         );
         ex.waiting_on(&worker.origin);
-        match ex.wait(attempt(Arc::clone(&worker))).await {
+        let attempt =
+            attempt(Arc::clone(&worker)).instrument(crate::traces::upstream(worker.url()));
+        match ex.wait(attempt).await {
             Ok(value) => {
                 ex.set_leg(leg);
                 return Ok(value);

@@ -12,6 +12,8 @@ pub struct RequestId {
     pub rid: String,
     /// The client's `x-request-id`, when it is safe to log and echo.
     pub client: Option<String>,
+    /// The trace the client's `traceparent` continues (only while traces are exported).
+    parent: Option<opentelemetry::Context>,
 }
 
 impl RequestId {
@@ -31,7 +33,11 @@ impl RequestId {
                         .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
             })
             .map(str::to_owned);
-        RequestId { rid, client }
+        RequestId {
+            rid,
+            client,
+            parent: crate::traces::parent_from(headers),
+        }
     }
 
     /// What the `x-request-id` response header carries: the client's own id, else ours.
@@ -39,9 +45,27 @@ impl RequestId {
         self.client.as_deref().unwrap_or(&self.rid)
     }
 
-    /// The request's log span: every line logged inside it names both ids.
-    pub fn span(&self) -> tracing::Span {
-        tracing::info_span!("request", rid = %self.rid, client_id = self.client.as_deref())
+    /// The request's log span: every line logged inside it names both ids. With traces on it is
+    /// also the request's exported span (GenAI naming: `{operation} {model}`), continuing the
+    /// client's trace.
+    pub fn span(&self, operation: &'static str, model: &str) -> tracing::Span {
+        use crate::traces::TARGET;
+        if !crate::traces::enabled() {
+            return tracing::info_span!(target: TARGET, "request", rid = %self.rid, client_id = self.client.as_deref());
+        }
+        let span = tracing::info_span!(
+            target: TARGET,
+            "request",
+            rid = %self.rid,
+            client_id = self.client.as_deref(),
+            otel.name = %format_args!("{operation} {model}"),
+            otel.kind = "server",
+            gen_ai.operation.name = operation,
+            gen_ai.request.model = model,
+            gen_ai.response.id = %self.rid,
+        );
+        crate::traces::set_parent(&span, self.parent.clone());
+        span
     }
 }
 

@@ -20,7 +20,7 @@ use super::{generate, openai};
 use crate::protocol::openai::{ModelCard, ModelList};
 
 pub fn router(state: Arc<SimState>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route(
             "/generate",
             post(generate::generate).put(generate::generate),
@@ -43,7 +43,8 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route("/sim/faults", get(get_faults).post(set_faults))
         .route("/sim/requests", get(recent_requests))
         .route("/sim/script", post(add_script).delete(clear_scripts))
-        .with_state(state)
+        .with_state(state);
+    super::trace_headers::recorded(routes)
 }
 
 async fn health(State(state): State<Arc<SimState>>) -> StatusCode {

@@ -53,7 +53,7 @@ impl Client {
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(Method::POST)
             .uri(uri)
             .header(
@@ -66,6 +66,7 @@ impl Client {
             )
             .body(Full::new(body))
             .map_err(|e| protocol(worker, e))?;
+        crate::traces::inject(req.headers_mut());
         let resp = self
             .http
             .request(req)

@@ -38,5 +38,6 @@ mod simulator;
 mod tls;
 mod tool_call_oracle;
 mod tool_calls_gateway;
+mod traces;
 mod worker_addresses;
 mod workers_admin;

@@ -39,10 +39,17 @@ pub async fn respond<F>(app: &AppState, endpoint: Endpoint, id: &RequestId, fut:
 where
     F: Future<Output = Result<Response, GatewayError>>,
 {
-    let resp = match fut.instrument(id.span()).await {
+    let span = id.span(endpoint.operation(), &app.model.name);
+    let traced = crate::traces::enabled().then(|| span.clone());
+    let resp = match fut.instrument(span).await {
         Ok(resp) => resp,
         Err(e) => {
-            app.metrics.request_done(endpoint, e.status().as_u16());
+            let status = e.status().as_u16();
+            app.metrics.request_done(endpoint, status);
+            if let Some(span) = traced {
+                crate::traces::attribute(&span, "http.response.status_code", i64::from(status));
+                crate::traces::attribute(&span, "error.type", status.to_string());
+            }
             e.into_response()
         }
     };

@@ -21,6 +21,7 @@ use crate::routing::session_key;
 use crate::server::body::{parse_off_thread, JsonBytes};
 use crate::server::request_id::RequestId;
 use crate::server::AppState;
+use tracing::Instrument;
 
 pub async fn generate(
     State(app): State<Arc<AppState>>,
@@ -30,7 +31,9 @@ pub async fn generate(
     let start = Instant::now();
     let id = RequestId::new(&headers);
     dispatch::respond(&app, Endpoint::Generate, &id, async {
-        let mut req: ClientGenerateRequest = parse_off_thread(body).await?;
+        let mut req: ClientGenerateRequest = parse_off_thread(body)
+            .instrument(crate::traces::stage("parse"))
+            .await?;
         app.metrics
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
@@ -45,7 +48,9 @@ pub async fn generate(
             (Some(ids), None) => check_ids(&app.model, ids)?,
             (None, Some(Prompt::Text(text))) => {
                 crate::prepare::check_text_fits(&app.model, text.len())?;
-                let ids = crate::tokenize::encode_off_thread(&app.model.tokenizer, text).await?;
+                let ids = crate::tokenize::encode_off_thread(&app.model.tokenizer, text)
+                    .instrument(crate::traces::stage("template_tokenize"))
+                    .await?;
                 check_ids(&app.model, &Prompt::Ids(ids.clone()))?;
                 // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
                 req.input_ids = Some(Prompt::Ids(ids.clone()));

@@ -60,12 +60,16 @@ async fn handle<R: WithSampling + Send + 'static>(
     dispatch::respond(&app, endpoint, &id, async {
         let work = {
             let (app, body) = (Arc::clone(&app), body.clone());
+            // The work may run on the blocking pool, where the request's span is not current.
+            let span = tracing::Span::current();
             move || {
-                let req: R = parse_request(&body)?;
+                let req: R =
+                    crate::traces::stage_in(&span, "parse").in_scope(|| parse_request(&body))?;
                 app.metrics
                     .stage(Stage::Parse, start.elapsed().as_secs_f64());
                 let t = Instant::now();
-                let prepared = prepare(&app.model, &req)?;
+                let prepared = crate::traces::stage_in(&span, "template_tokenize")
+                    .in_scope(|| prepare(&app.model, &req))?;
                 app.metrics
                     .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
                 Ok(prepared)
