@@ -66,10 +66,14 @@ pub struct ServeConfig {
     /// Hub revision (branch, tag or commit) of a repo id in `--model-path`.
     #[arg(long, alias = "revision", default_value = "main")]
     pub tokenizer_revision: String,
-    /// Name clients use in `model`; defaults to the tokenizer folder's name, or the Hub repo id
+    /// Name clients use in `model`. Omitted: the model id the workers report on `/v1/models`
+    /// (the tokenizer folder's name stays accepted), else the folder's name, or the Hub repo id
     /// (bundled: SmolLM2's).
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// Set at start-up when the served name came from the workers (not a setting).
+    #[arg(skip)]
+    pub served_model_name_from_workers: bool,
     /// A Jinja chat template file overriding the tokenizer's.
     #[arg(long)]
     pub chat_template: Option<PathBuf>,

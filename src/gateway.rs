@@ -46,18 +46,10 @@ pub struct Gateway {
 }
 
 pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
-    let (mut tokenizer, default_name) = match &config.model_path {
-        Some(dir) => {
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| dir.display().to_string());
-            (Tokenizer::from_dir(dir)?, name)
-        }
-        None => (
-            crate::bundled::tokenizer()?,
-            crate::bundled::MODEL_NAME.to_owned(),
-        ),
+    let default_name = default_model_name(&config);
+    let mut tokenizer = match &config.model_path {
+        Some(dir) => Tokenizer::from_dir(dir)?,
+        None => crate::bundled::tokenizer()?,
     };
     if let Some(path) = &config.chat_template {
         let source = std::fs::read_to_string(path).map_err(|source| StartError::ChatTemplate {
@@ -69,14 +61,21 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
     let name: Arc<str> = config
         .served_model_name
         .clone()
-        .unwrap_or(default_name)
+        .unwrap_or_else(|| default_name.clone())
         .into();
+    // A name learned from the workers (see `learn_served_name`) leaves the folder's accepted.
+    let aliases = if config.served_model_name_from_workers && *name != *default_name {
+        vec![Arc::from(default_name)]
+    } else {
+        Vec::new()
+    };
     let context_length = config
         .context_length
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
     let model = Model {
         name,
+        aliases,
         tokenizer: Arc::new(tokenizer),
         context_length,
         reasoning_parser: config.reasoning_parser,
@@ -120,6 +119,7 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
 /// Binds the listeners and serves in the background; health checks start at once.
 pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     fetch_hub_tokenizer(&mut config).await?;
+    learn_served_name(&mut config).await?;
     let state = Arc::new(build_state(config)?);
     let c = &state.config;
     let registry = state.router.registry();
@@ -214,6 +214,83 @@ async fn fetch_hub_tokenizer(config: &mut ServeConfig) -> Result<(), StartError>
         .get_or_insert_with(|| repo.as_str().to_owned());
     config.model_path = Some(dir);
     Ok(())
+}
+
+/// The name served when neither the flag nor the workers give one: the tokenizer folder's
+/// (bundled: SmolLM2's).
+fn default_model_name(config: &ServeConfig) -> String {
+    match &config.model_path {
+        Some(dir) => dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string()),
+        None => crate::bundled::MODEL_NAME.to_owned(),
+    }
+}
+
+/// How long start-up waits for the workers to say which model they serve.
+const MODEL_QUERY_LIMIT: Duration = Duration::from_secs(5);
+
+/// Without `--served-model-name`, the served name is the model id the workers report on
+/// `/v1/models` (as SMG and vLLM's router do): a client that talked to SGLang directly sends
+/// that id (bench_serving sends the model path) and keeps working through the gateway. The
+/// first worker to answer decides; if none answers within [`MODEL_QUERY_LIMIT`], the tokenizer
+/// folder's name serves, as before.
+async fn learn_served_name(config: &mut ServeConfig) -> Result<(), StartError> {
+    if config.served_model_name.is_some() || config.worker_urls.is_empty() {
+        return Ok(());
+    }
+    let client = Client::new(
+        Duration::from_secs(config.reliability.connect_timeout_secs.max(1)),
+        config.worker_tls().config()?,
+    );
+    let mut asks = tokio::task::JoinSet::new();
+    for url in &config.worker_urls {
+        let Ok(origin) = crate::upstream::Origin::parse(url) else {
+            continue;
+        };
+        let client = client.clone();
+        asks.spawn(async move { worker_model_id(&client, &origin).await });
+    }
+    let first = tokio::time::timeout(MODEL_QUERY_LIMIT, async {
+        while let Some(answer) = asks.join_next().await {
+            if let Ok(Some(id)) = answer {
+                return Some(id);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten();
+    match first {
+        Some(id) => {
+            tracing::info!(model = %id, "served model name from the workers' /v1/models");
+            config.served_model_name = Some(id);
+            config.served_model_name_from_workers = true;
+        }
+        None => tracing::warn!(
+            model = %default_model_name(config),
+            "no worker reported its model id at start-up; serving the tokenizer's name (set --served-model-name to choose)"
+        ),
+    }
+    Ok(())
+}
+
+/// The first model id a worker lists on `/v1/models`, if it answers with one.
+async fn worker_model_id(client: &Client, worker: &crate::upstream::Origin) -> Option<String> {
+    let (status, body) = client
+        .get(worker, "/v1/models", MODEL_QUERY_LIMIT)
+        .await
+        .ok()?;
+    if !status.is_success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    v["data"][0]["id"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
 }
 
 impl Gateway {

@@ -7,7 +7,11 @@ use crate::reasoning::ParserKind;
 use crate::tokenize::Tokenizer;
 
 pub struct Model {
+    /// The name answers carry and `/v1/models` lists first.
     pub name: Arc<str>,
+    /// Other names clients may send as `model` (the tokenizer folder's, when the served name came
+    /// from the workers).
+    pub aliases: Vec<Arc<str>>,
     pub tokenizer: Arc<Tokenizer>,
     pub context_length: usize,
     /// How its chat output splits into reasoning and content (`--reasoning-parser`).
@@ -17,6 +21,11 @@ pub struct Model {
 }
 
 impl Model {
+    /// Whether a request naming `model` is for this model.
+    pub fn serves(&self, model: &str) -> bool {
+        *self.name == *model || self.aliases.iter().any(|a| **a == *model)
+    }
+
     /// Bytes of prompt text that can fit the context at all: more cannot, whatever it tokenizes
     /// to (`None` where the tokenizer gives no bound).
     pub fn max_prompt_text_bytes(&self) -> Option<usize> {

@@ -207,7 +207,7 @@ fn finish(
 }
 
 fn check_model(model: &Model, name: &str) -> Result<(), GatewayError> {
-    if name == &*model.name {
+    if model.serves(name) {
         Ok(())
     } else {
         Err(GatewayError::ModelNotFound(name.to_owned()))

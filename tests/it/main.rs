@@ -28,6 +28,7 @@ mod reliability;
 mod request_ids;
 mod request_props;
 mod retry_backoff;
+mod served_name;
 mod sglang_modes;
 mod sglang_refusals;
 mod sim_logprobs;
