@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 
 use crate::support::{self, Proc, MODEL};
 
-/// EAGLE (3, 1, 4) with slow rounds (~38 ms), so a stream's chunks are the engine's rounds (a
-/// reader never lags a whole round behind and merges two).
+/// EAGLE (3, 1, 4) with slow rounds (~38 ms), so a stream's chunks are mostly the engine's
+/// rounds.
 const SPEC_SLOW: &[&str] = &[
     "--speculative-algorithm",
     "EAGLE",
@@ -74,10 +74,8 @@ async fn multi_token_chunks_pass_through_generate() {
         largest_step(&counts) > 1,
         "a chunk of several tokens: {counts:?}"
     );
-    assert!(
-        largest_step(&counts) <= 4,
-        "no more than steps + 1: {counts:?}"
-    );
+    // (No upper bound: a round holds at most 4 tokens, but a sim whose writer lagged merges
+    // rounds into one chunk.)
     assert_eq!(counts.last(), direct_counts.last());
     // ITL: every token after the first chunk is one sample, however many shared a chunk.
     let first = counts.first().copied().unwrap_or(0) as f64;
