@@ -313,3 +313,55 @@ async fn bench_serving_reads_the_accept_length_through_the_gateway() {
         "{info}"
     );
 }
+
+async fn server_info(url: &str) -> Value {
+    support::client()
+        .get(format!("{url}/server_info"))
+        .send()
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// The sim's own report, per version: server args, `avg_spec_accept_length` once a round ran,
+/// and the spec gauges each release exports.
+#[tokio::test]
+async fn the_sim_reports_speculation_as_sglang_does() {
+    for version in ["0.5.9", "0.5.23"] {
+        let mut flags = SPEC_SLOW.to_vec();
+        flags.extend(["--sglang-version", version, "--time-scale", "0.1"]);
+        let sim = support::sim(&flags).await;
+        let before = server_info(&sim.url).await;
+        assert_eq!(before["speculative_algorithm"], "EAGLE");
+        assert_eq!(before["speculative_num_draft_tokens"], 4);
+        assert!(before["internal_states"][0]
+            .get("avg_spec_accept_length")
+            .is_none());
+        let prompt: Vec<u64> = (7..30).collect();
+        let (_, ids) = generate_stream(&sim.url, &prompt).await;
+        assert_eq!(ids.len(), TOKENS);
+        let after = server_info(&sim.url).await;
+        let len = after["internal_states"][0]["avg_spec_accept_length"]
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(len > 1.0 && len <= 4.0, "{version}: {after}");
+        let text = support::metrics_text(&sim.url).await;
+        let gauge = support::metric_sum(&text, "sglang:spec_accept_length");
+        assert!(gauge > 1.0 && gauge <= 4.0, "{version}:\n{text}");
+        let rate = support::metric_sum(&text, "sglang:spec_accept_rate");
+        assert!(rate > 0.0 && rate <= 1.0, "{version}:\n{text}");
+        let extended = text.contains("sglang:spec_num_steps");
+        assert_eq!(extended, version == "0.5.23", "{version}:\n{text}");
+        if extended {
+            assert_eq!(support::metric_sum(&text, "sglang:spec_num_steps"), 3.0);
+            // TOKENS tokens, the first from prefill, the rest at most 4 a round.
+            let rounds = support::metric_sum(&text, "sglang:spec_verify_calls_total");
+            assert!(
+                rounds >= (TOKENS as f64 - 1.0) / 4.0 && rounds < TOKENS as f64,
+                "{rounds}"
+            );
+        }
+    }
+}
