@@ -295,10 +295,10 @@ impl Engine {
         }
         let mut tokens = req.prompt;
         tokens.extend_from_slice(&req.output);
-        let seed = match self.cfg.speculative {
-            Some(_) => speculative::seed_of(&tokens),
-            None => 0,
-        };
+        let seed = self
+            .cfg
+            .speculative
+            .map_or(0, |_| speculative::seed_of(&tokens));
         self.live.insert(req.id);
         self.waiting.push_back(Request {
             id: req.id,
@@ -355,11 +355,6 @@ impl Engine {
     /// Cached prefix length of `tokens` now, without touching the cache.
     pub fn peek_cached(&self, tokens: &[u32]) -> usize {
         self.radix.peek_prefix(tokens)
-    }
-
-    /// Decode figures: speculative acceptance and recent throughput (model time).
-    pub fn decode_stats(&self) -> DecodeStats {
-        self.stats.decode_log.stats(self.cfg.speculative.is_some())
     }
 
     /// Load report. Cost is O(Σ waiting prompt tokens) (prefix lookups).

@@ -242,6 +242,13 @@ pub struct DecodeStats {
     pub recent_tokens_per_model_s: f64,
 }
 
+impl super::Engine {
+    /// Decode figures: speculative acceptance and recent throughput (model time).
+    pub fn decode_stats(&self) -> DecodeStats {
+        self.stats.decode_log.stats(self.cfg.speculative.is_some())
+    }
+}
+
 impl DecodeLog {
     pub fn record(&mut self, tokens: u64, sequences: u64, duration_us: f64) {
         self.total_accepted += tokens;
