@@ -171,7 +171,7 @@ impl Driver {
     pub fn decode_stats(&self) -> DecodeStats {
         let mut stats = self.lock().engine.decode_stats();
         if self.time_scale > 0.0 {
-            stats.recent_tokens_per_model_s /= self.time_scale;
+            stats.recent_tokens_per_s /= self.time_scale;
         }
         stats
     }

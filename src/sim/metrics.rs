@@ -110,8 +110,8 @@ impl SimMetrics {
         let mut decode_defs: Vec<(&str, &str, ReadDecode)> = vec![
             (
                 "sglang:gen_throughput",
-                "Generation throughput (token/s), recent decode steps, model time",
-                |d, _, _| d.recent_tokens_per_model_s,
+                "Generation throughput (token/s) over the last 40 decode steps",
+                |d, _, _| d.recent_tokens_per_s,
             ),
             (
                 "sglang:spec_accept_length",

@@ -96,7 +96,7 @@ async fn server_info(State(s): State<Arc<SimState>>) -> Response {
 fn internal_state(s: &SimState) -> serde_json::Value {
     let decode = s.driver.decode_stats();
     let mut state = json!({
-        "last_gen_throughput": decode.recent_tokens_per_model_s,
+        "last_gen_throughput": decode.recent_tokens_per_s,
     });
     if let (Some(len), Some(map)) = (decode.avg_accept_length, state.as_object_mut()) {
         map.insert("avg_spec_accept_length".into(), json!(len));

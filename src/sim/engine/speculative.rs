@@ -239,7 +239,7 @@ pub struct DecodeStats {
     pub recent_accepted: u64,
     /// Recent tokens per second of time spent decoding (model time from the engine; the driver
     /// turns it into wall time).
-    pub recent_tokens_per_model_s: f64,
+    pub recent_tokens_per_s: f64,
 }
 
 impl super::Engine {
@@ -277,7 +277,7 @@ impl DecodeLog {
             },
             recent_rounds: rounds,
             recent_accepted: tokens,
-            recent_tokens_per_model_s: if us > 0.0 {
+            recent_tokens_per_s: if us > 0.0 {
                 tokens as f64 / (us / 1e6)
             } else {
                 0.0
@@ -362,7 +362,7 @@ mod tests {
         log.record(8, 4, 1000.0);
         let s = log.stats(true);
         assert_eq!(s.avg_accept_length, Some(2.5));
-        assert_eq!(s.recent_tokens_per_model_s, 10_000.0);
+        assert_eq!(s.recent_tokens_per_s, 10_000.0);
         assert_eq!(log.stats(false).avg_accept_length, None);
     }
 }

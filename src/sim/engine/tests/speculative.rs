@@ -73,7 +73,7 @@ fn without_speculation_every_round_is_one_token_and_no_accept_length() {
     }
     let stats = e.decode_stats();
     assert_eq!(stats.avg_accept_length, None);
-    assert!(stats.recent_tokens_per_model_s > 0.0);
+    assert!(stats.recent_tokens_per_s > 0.0);
 }
 
 /// Same requests, same rounds, however they are batched (so two runs of a benchmark report the
