@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod fleet_state;
 pub mod handlers;
 pub mod info;
 pub mod limits;

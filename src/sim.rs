@@ -130,6 +130,8 @@ pub struct SimOptions {
     #[arg(long)]
     pub decode_per_1k_ctx_us: Option<f64>,
     #[command(flatten)]
+    pub speculative: engine::speculative::SpeculativeArgs,
+    #[command(flatten)]
     pub faults: faults::FaultConfig,
 }
 
@@ -143,17 +145,19 @@ pub enum SimError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Bind(#[from] crate::net::BindError),
+    #[error(transparent)]
+    Speculative(#[from] engine::speculative::SpecError),
 }
 
 impl SimOptions {
-    fn engine_config(&self, context_length: usize) -> EngineConfig {
+    fn engine_config(&self, context_length: usize) -> Result<EngineConfig, SimError> {
         let d = EngineConfig::default();
         let t = if self.zero_latency {
             TimingModel::zero()
         } else {
             d.timing
         };
-        EngineConfig {
+        Ok(EngineConfig {
             max_running_requests: self.max_running_requests.unwrap_or(d.max_running_requests),
             max_queued_requests: self.max_queued_requests.or(d.max_queued_requests),
             kv_capacity_tokens: self.kv_capacity_tokens.unwrap_or(d.kv_capacity_tokens),
@@ -170,7 +174,8 @@ impl SimOptions {
                 decode_per_seq_us: self.decode_per_seq_us.unwrap_or(t.decode_per_seq_us),
                 decode_per_1k_ctx_us: self.decode_per_1k_ctx_us.unwrap_or(t.decode_per_1k_ctx_us),
             },
-        }
+            speculative: self.speculative.resolve()?,
+        })
     }
 }
 
@@ -195,8 +200,8 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
     let vocab = vocab::OutputVocab::from_tokenizer(&tokenizer)?;
-    let config = opts.engine_config(context_length);
-    let server_args = serde_json::json!({
+    let config = opts.engine_config(context_length)?;
+    let mut server_args = serde_json::json!({
         "model_path": opts.model_name, "served_model_name": opts.model_name, "tokenizer_path": tokenizer_path,
         "tp_size": 1, "dp_size": 1, "page_size": config.page_size, "chunked_prefill_size": config.chunked_prefill_size,
         "max_prefill_tokens": config.max_prefill_tokens, "max_running_requests": config.max_running_requests,
@@ -205,6 +210,8 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
     });
+    speculative_server_args(&mut server_args, config.speculative.as_ref());
+    let config_spec = config.speculative;
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
     let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
@@ -213,7 +220,11 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         vocab,
         driver,
         faults: faults::Faults::new(opts.faults.clone()),
-        metrics: metrics::SimMetrics::new(&opts.model_name)?,
+        metrics: metrics::SimMetrics::new(
+            &opts.model_name,
+            opts.sglang_version,
+            config_spec.as_ref(),
+        )?,
         context_length,
         version: opts.sglang_version,
         incremental_output: opts.incremental_streaming_output,
@@ -236,6 +247,30 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         }
     });
     Ok(SimHandle { addr: local, task })
+}
+
+/// SGLang's server args for speculation (`null`s without it), with the model's constants under
+/// `speculative_model` (not an SGLang field).
+fn speculative_server_args(args: &mut serde_json::Value, spec: Option<&engine::Speculative>) {
+    let Some(map) = args.as_object_mut() else {
+        return;
+    };
+    let (algorithm, steps, topk, draft) = match spec {
+        Some(s) => (
+            serde_json::json!(s.reported_algorithm()),
+            serde_json::json!(s.num_steps),
+            serde_json::json!(s.eagle_topk),
+            serde_json::json!(s.num_draft_tokens),
+        ),
+        None => Default::default(),
+    };
+    map.insert("speculative_algorithm".into(), algorithm);
+    map.insert("speculative_num_steps".into(), steps);
+    map.insert("speculative_eagle_topk".into(), topk);
+    map.insert("speculative_num_draft_tokens".into(), draft);
+    if let Some(s) = spec {
+        map.insert("speculative_model".into(), serde_json::json!(s));
+    }
 }
 
 impl SimOptions {

@@ -1,13 +1,14 @@
 //! Non-inference routes: models, liveness, readiness, metrics, server and model info.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::AppState;
+use super::{fleet_state, AppState};
 use crate::error::GatewayError;
 use crate::protocol::openai::{ModelCard, ModelList};
 
@@ -92,23 +93,42 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+/// How long `/server_info` waits for a worker's own `/server_info` and `/metrics`.
+const WORKER_INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Open to any client, so workers appear by id only: their addresses are for the admin route
-/// (`GET /workers`) and the logs, never for clients.
+/// (`GET /workers`) and the logs, never for clients. `internal_states[0]` is the fleet's
+/// (`fleet_state::aggregate`); each worker's own list is under `workers[].internal_states`.
 pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
     let c = &app.config;
-    let workers: Vec<_> = app
-        .router
-        .registry()
-        .snapshot()
+    let snapshot = app.router.registry().snapshot();
+    let healthy: Vec<_> = snapshot
         .iter()
-        .map(|w| json!({"id": w.id.0, "healthy": w.is_healthy(), "in_flight": w.in_flight()}))
+        .filter(|w| w.is_healthy())
+        .cloned()
+        .collect();
+    let states = fleet_state::fetch(&app.relay.client, &healthy, WORKER_INFO_TIMEOUT).await;
+    let workers: Vec<_> = snapshot
+        .iter()
+        .map(|w| {
+            let mut entry =
+                json!({"id": w.id.0, "healthy": w.is_healthy(), "in_flight": w.in_flight()});
+            if let (Some(s), Some(map)) = (
+                states.iter().find(|s| s.id == w.id.0),
+                entry.as_object_mut(),
+            ) {
+                map.insert("internal_states".into(), s.internal_states.clone().into());
+            }
+            entry
+        })
         .collect();
     json_response(
         StatusCode::OK,
         &json!({
             "model_path": &*app.model.name, "served_model_name": &*app.model.name, "context_length": app.model.context_length,
             "policy": c.routing.policy.name(), "backend": format!("{:?}", c.backend), "workers": workers,
-            "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard", "internal_states": [{}],
+            "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard",
+            "internal_states": [fleet_state::aggregate(&states)],
         }),
     )
 }

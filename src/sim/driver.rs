@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::engine::{Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
+use super::engine::{DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
 
 /// What a waiting handler hears about its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +165,15 @@ impl Driver {
 
     pub fn loads(&self) -> LoadSnapshot {
         self.lock().engine.loads()
+    }
+
+    /// The engine's decode figures, its throughput in wall-clock tokens per second.
+    pub fn decode_stats(&self) -> DecodeStats {
+        let mut stats = self.lock().engine.decode_stats();
+        if self.time_scale > 0.0 {
+            stats.recent_tokens_per_s /= self.time_scale;
+        }
+        stats
     }
 
     pub fn flush_cache(&self) -> bool {

@@ -28,6 +28,7 @@
 //! evicting all unlocked cache waits (head of line, FCFS).
 
 mod scheduler;
+pub mod speculative;
 pub mod timing;
 
 use std::collections::{HashSet, VecDeque};
@@ -35,6 +36,7 @@ use std::collections::{HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::radix::{NodeHandle, RadixCache};
+pub use speculative::{DecodeStats, Speculative};
 pub use timing::TimingModel;
 
 /// Worker configuration. Defaults: a ~1B model on one H100 (see [`TimingModel`]).
@@ -60,6 +62,9 @@ pub struct EngineConfig {
     /// Model context length: 131072 (Llama-3.2-1B).
     pub context_length: usize,
     pub timing: TimingModel,
+    /// Speculative decoding (`--speculative-algorithm` …): each decode step is a
+    /// draft-and-verify round accepting several tokens per sequence.
+    pub speculative: Option<Speculative>,
 }
 
 impl Default for EngineConfig {
@@ -73,6 +78,7 @@ impl Default for EngineConfig {
             page_size: 1,
             context_length: 131_072,
             timing: TimingModel::default(),
+            speculative: None,
         }
     }
 }
@@ -173,6 +179,8 @@ struct Request {
     id: RequestId,
     tokens: Vec<u32>,
     prompt_len: usize,
+    /// Seeds its speculative acceptance draws (0 without speculation).
+    seed: u64,
 }
 
 #[derive(Debug)]
@@ -204,6 +212,7 @@ struct Stats {
     prefill_busy_us: f64,
     decode_busy_us: f64,
     generated: u64,
+    decode_log: speculative::DecodeLog,
 }
 
 #[derive(Debug)]
@@ -286,11 +295,16 @@ impl Engine {
         }
         let mut tokens = req.prompt;
         tokens.extend_from_slice(&req.output);
+        let seed = self
+            .cfg
+            .speculative
+            .map_or(0, |_| speculative::seed_of(&tokens));
         self.live.insert(req.id);
         self.waiting.push_back(Request {
             id: req.id,
             tokens,
             prompt_len: prompt_tokens,
+            seed,
         });
         Ok(())
     }

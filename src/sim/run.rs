@@ -47,6 +47,9 @@ pub struct Run {
     stalled: bool,
     /// Past `--fault-die-after-tokens`: the next read resets the connection.
     dying: bool,
+    /// Engine steps that gave this request tokens (prefill's first token, then one per decode
+    /// round): SGLang's `spec_verify_ct` is this less one.
+    token_steps: u64,
 }
 
 pub struct Update {
@@ -110,6 +113,7 @@ impl Run {
             last_token_at: None,
             stalled: false,
             dying: false,
+            token_steps: 0,
         })
     }
 
@@ -154,6 +158,9 @@ impl Run {
         if self.finished() && new_tokens > 0 {
             // Counted once the last token is known, as SGLang does when a request finishes.
             self.state.metrics.e2e.observe(self.e2e_latency());
+            self.state
+                .metrics
+                .finished_verify_rounds(self.token_steps.saturating_sub(1));
         }
         if die.is_some() {
             // The tokens up to the limit still go out; the connection breaks on the next read.
@@ -178,7 +185,10 @@ impl Run {
                     .cached_tokens
                     .inc_by(cached_tokens as u64);
             }
-            Progress::Tokens { produced, .. } => *latest = Some(produced),
+            Progress::Tokens { produced, .. } => {
+                self.token_steps += 1;
+                *latest = Some(produced);
+            }
             Progress::Aborted => self.aborted = true,
         }
     }

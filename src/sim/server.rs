@@ -85,14 +85,24 @@ async fn server_info(State(s): State<Arc<SimState>>) -> Response {
             json!(s.context_length.saturating_sub(1)),
         );
         map.insert("startup_time".into(), json!(s.started_unix));
-        map.insert(
-            "internal_states".into(),
-            json!([{ "last_gen_throughput": 0.0 }]),
-        );
+        map.insert("internal_states".into(), json!([internal_state(&s)]));
         map.insert("version".into(), json!(s.version.as_str()));
         map.insert("frontend".into(), json!("switchboard-sim"));
     }
     json(StatusCode::OK, &info)
+}
+
+/// One scheduler's `get_internal_state` (`scheduler.py`): its recent generation throughput and,
+/// with speculation, the lifetime `avg_spec_accept_length` (absent before the first round).
+fn internal_state(s: &SimState) -> serde_json::Value {
+    let decode = s.driver.decode_stats();
+    let mut state = json!({
+        "last_gen_throughput": decode.recent_tokens_per_s,
+    });
+    if let (Some(len), Some(map)) = (decode.avg_accept_length, state.as_object_mut()) {
+        map.insert("avg_spec_accept_length".into(), json!(len));
+    }
+    state
 }
 
 async fn models(State(s): State<Arc<SimState>>) -> Response {
@@ -186,6 +196,7 @@ async fn flush_cache(State(s): State<Arc<SimState>>) -> Response {
 }
 
 async fn metrics(State(s): State<Arc<SimState>>) -> Response {
+    s.metrics.set_decode(&s.driver.decode_stats());
     let text = s.metrics.render(&s.driver.loads());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

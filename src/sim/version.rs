@@ -75,4 +75,11 @@ impl SglangVersion {
     pub fn rejects_unknown_sampling_keys(self) -> bool {
         self == SglangVersion::V0_5_23
     }
+
+    /// 0.5.23's spec-decoding metrics: `sglang:spec_num_steps`, `spec_num_draft_tokens`,
+    /// `spec_cap_length`, `spec_block_accept_length` and the `spec_verify_calls_total` counter
+    /// (`observability/metrics_collector.py`); 0.5.9 has only the accept length and rate.
+    pub fn has_extended_spec_metrics(self) -> bool {
+        self == SglangVersion::V0_5_23
+    }
 }

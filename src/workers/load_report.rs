@@ -107,21 +107,7 @@ pub fn get_load(body: &[u8], used_tokens: Option<u64>) -> Option<Reading> {
 
 /// Prometheus gauges that say the same: SGLang's own, or llama.cpp's. Neither has waiting tokens.
 pub fn metrics(text: &str) -> Option<Reading> {
-    let sum = |names: &[&str]| -> Option<f64> {
-        let mut found = None;
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-            if names.contains(&&line[..name_end]) {
-                let v: f64 = line
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0.0);
-                found = Some(found.unwrap_or(0.0) + v);
-            }
-        }
-        found
-    };
+    let sum = |names: &[&str]| metric_sum(text, names);
     let running = sum(&["sglang:num_running_reqs", "llamacpp:requests_processing"])?;
     let waiting = sum(&["sglang:num_queue_reqs", "llamacpp:requests_deferred"]);
     Some(Reading {
@@ -130,6 +116,24 @@ pub fn metrics(text: &str) -> Option<Reading> {
         waiting_tokens: None,
         used_tokens: None,
     })
+}
+
+/// The sum of every series of the named metrics in a Prometheus text page (labels ignored);
+/// `None` when none of them is there.
+pub fn metric_sum(text: &str, names: &[&str]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        if names.contains(&&line[..name_end]) {
+            let v: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            found = Some(found.unwrap_or(0.0) + v);
+        }
+    }
+    found
 }
 
 /// Fills what `first` (from `source`) lacks from `second` (from `fallback`), field by field.

@@ -36,6 +36,7 @@ mod sim_openai_n;
 mod sim_script;
 mod sim_versions;
 mod simulator;
+mod speculative;
 mod tls;
 mod tool_call_oracle;
 mod tool_calls_gateway;

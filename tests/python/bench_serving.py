@@ -61,6 +61,11 @@ def main():
         "median_ttft_ms": round(result["median_ttft_ms"], 2),
         "p99_ttft_ms": round(result["p99_ttft_ms"], 2),
         "mean_tpot_ms": round(result["mean_tpot_ms"], 2),
+        "median_tpot_ms": round(result["median_tpot_ms"], 2),
+        "median_itl_ms": round(result["median_itl_ms"], 2),
+        "p99_itl_ms": round(result["p99_itl_ms"], 2),
+        # From GET /get_server_info internal_states[0] (its "Accept length:" line); null without.
+        "accept_length": result.get("accept_length"),
         "output_throughput": round(result["output_throughput"], 1),
         "duration_s": round(result["duration"], 2),
     }

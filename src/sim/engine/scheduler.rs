@@ -140,7 +140,8 @@ impl Engine {
         }
     }
 
-    /// Every running request produces one token.
+    /// Every running request produces one token, or with speculation a round's accepted
+    /// tokens (at most what it has left).
     pub(super) fn decode_step(&mut self) -> Option<Step> {
         let (batch, context) = self
             .running
@@ -150,12 +151,18 @@ impl Engine {
         if batch == 0 {
             return None;
         }
-        let duration_us = self.cfg.timing.decode_us(batch, context);
+        let spec = self.cfg.speculative;
+        let factor = spec.map_or(1.0, |s| s.step_factor());
+        let duration_us = self.cfg.timing.decode_us(batch, context) * factor;
         let mut events = Vec::with_capacity(batch);
         let mut finished_any = false;
+        let mut tokens = 0usize;
         for r in self.running.iter_mut().filter(|r| r.produced > 0) {
-            r.produced += 1;
-            r.kv_len += 1;
+            let left = r.output_len() - r.produced;
+            let k = spec.map_or(1, |s| s.accepted(r.req.seed, r.produced).min(left));
+            r.produced += k;
+            r.kv_len += k;
+            tokens += k;
             let finished = r.produced == r.output_len();
             finished_any |= finished;
             events.push(Event::Token {
@@ -164,10 +171,13 @@ impl Engine {
                 finished,
             });
         }
-        self.private_tokens += batch;
-        self.reserved_tokens -= batch;
-        self.stats.generated += batch as u64;
+        self.private_tokens += tokens;
+        self.reserved_tokens -= tokens;
+        self.stats.generated += tokens as u64;
         self.stats.decode_busy_us += duration_us;
+        self.stats
+            .decode_log
+            .record(tokens as u64, batch as u64, duration_us);
         if finished_any {
             self.release_finished();
         }

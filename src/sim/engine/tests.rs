@@ -1,4 +1,5 @@
 mod cache;
+mod speculative;
 
 use super::*;
 use std::collections::HashMap;
