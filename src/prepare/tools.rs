@@ -1,7 +1,9 @@
 //! What the gateway does with a chat request's `tools`: read the answer for calls itself, or
 //! leave the request to the worker's own route.
 
-use crate::protocol::openai::{ChatCompletionRequest, ToolChoice, ToolChoiceMode};
+use crate::error::GatewayError;
+use crate::protocol::openai::{ChatCompletionRequest, Tool, ToolChoice, ToolChoiceMode};
+use crate::protocol::sampling::invalid;
 use crate::tool_calls::{self, Reading};
 
 /// What the gateway itself does with a request's `tools`.
@@ -49,6 +51,44 @@ pub fn native_tools(
             NativeTools::Forward
         }
     }
+}
+
+/// Tools for a front door with no worker route to forward to (Messages, Responses): the tools
+/// to render into the template and how to read the output, or a 400 for what cannot be served
+/// on the token-id path (no parser; a choice that needs constrained decoding).
+pub fn front_door_tools<'a>(
+    tools: &'a [Tool],
+    choice: Option<&ToolChoice>,
+    parser: Option<tool_calls::ParserKind>,
+    choice_param: &'static str,
+) -> Result<(Option<&'a [Tool]>, Option<Reading>), GatewayError> {
+    match choice {
+        Some(ToolChoice::Mode(ToolChoiceMode::None)) => return Ok((None, None)),
+        Some(ToolChoice::Mode(ToolChoiceMode::Required) | ToolChoice::Function(_)) => {
+            return Err(invalid(
+                choice_param,
+                "a tool choice that forces a call needs constrained decoding, which this gateway \
+                 does not do yet; use auto or none",
+            )
+            .into())
+        }
+        None | Some(ToolChoice::Mode(ToolChoiceMode::Auto)) => {}
+    }
+    if tools.is_empty() {
+        return Ok((None, None));
+    }
+    let Some(kind) = parser else {
+        return Err(invalid(
+            "tools",
+            "tools need the gateway to read tool calls: start it with --tool-call-parser",
+        )
+        .into());
+    };
+    let reading = Reading {
+        kind,
+        tool_names: tools.iter().map(|t| t.function.name.clone()).collect(),
+    };
+    Ok((Some(tools), Some(reading)))
 }
 
 #[cfg(test)]
