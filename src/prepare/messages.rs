@@ -27,7 +27,10 @@ pub fn prepare(model: &Model, req: &MessagesRequest) -> Result<Prepared, Gateway
     if req.messages.is_empty() {
         return Err(invalid("messages", "messages must be a non-empty list").into());
     }
-    if req.temperature.is_some_and(|t| !(0.0..=MAX_TEMPERATURE).contains(&t)) {
+    if req
+        .temperature
+        .is_some_and(|t| !(0.0..=MAX_TEMPERATURE).contains(&t))
+    {
         return Err(invalid("temperature", "temperature must be between 0 and 1").into());
     }
     let stop = req.stop_sequences.clone().unwrap_or_default();
@@ -237,13 +240,15 @@ mod tests {
 
     #[test]
     fn blocks_become_chat_messages_in_order() {
-        let r = req(json!({"model": "m", "max_tokens": 9, "system": "sys", "messages": [
+        let r = req(
+            json!({"model": "m", "max_tokens": 9, "system": "sys", "messages": [
             {"role": "user", "content": "weather?"},
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": ""},
                 {"type": "text", "text": "Checking."},
                 {"type": "tool_use", "id": "t1", "name": "w", "input": {"c": "P"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "9C"},
-                {"type": "text", "text": "and?"}]}]}));
+                {"type": "text", "text": "and?"}]}]}),
+        );
         assert_eq!(
             Value::Array(chat_messages(&r)),
             json!([

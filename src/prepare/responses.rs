@@ -11,9 +11,7 @@ use crate::model::Model;
 use crate::protocol::openai::responses::{
     ContentPart, Input, InputItem, MessageContent, ResponsesRequest, TextFormat,
 };
-use crate::protocol::openai::{
-    FunctionDef, Sampling, Tool, ToolChoice, ToolChoiceMode, ToolKind,
-};
+use crate::protocol::openai::{FunctionDef, Sampling, Tool, ToolChoice, ToolChoiceMode, ToolKind};
 use crate::protocol::sampling::invalid;
 
 const ROLES: &[&str] = &["user", "system", "developer", "assistant"];
@@ -23,8 +21,12 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
     refuse_state(req)?;
     let tools = tools(req)?;
     let choice = tool_choice(req.tool_choice.as_ref())?;
-    let (rendered_tools, reading) =
-        front_door_tools(&tools, choice.as_ref(), model.tool_call_parser, "tool_choice")?;
+    let (rendered_tools, reading) = front_door_tools(
+        &tools,
+        choice.as_ref(),
+        model.tool_call_parser,
+        "tool_choice",
+    )?;
     let messages = chat_messages(req)?;
     if messages.is_empty() {
         return Err(invalid("input", "input must not be empty").into());
@@ -63,20 +65,35 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
         None | Some(TextFormat::Text) => None,
         // As SGLang's chat route maps `json_object`.
         Some(TextFormat::JsonObject) => Some(r#"{"type": "object"}"#.to_owned()),
-        Some(TextFormat::JsonSchema { schema, .. }) => Some(Value::Object(schema.clone()).to_string()),
+        Some(TextFormat::JsonSchema { schema, .. }) => {
+            Some(Value::Object(schema.clone()).to_string())
+        }
     };
     Ok(prepared)
 }
 
 /// What needs state kept between requests, or runs on OpenAI's side.
 fn refuse_state(req: &ResponsesRequest) -> Result<(), GatewayError> {
-    let stateless = "this gateway keeps no state between requests (send the whole conversation in `input`)";
+    let stateless =
+        "this gateway keeps no state between requests (send the whole conversation in `input`)";
     let refusals = [
-        (req.previous_response_id.is_some(), "previous_response_id", stateless),
+        (
+            req.previous_response_id.is_some(),
+            "previous_response_id",
+            stateless,
+        ),
         (req.conversation.is_some(), "conversation", stateless),
         (req.store == Some(true), "store", stateless),
-        (req.background == Some(true), "background", "background responses need stored state, which this gateway does not keep"),
-        (req.prompt.is_some(), "prompt", "stored prompt templates are not supported"),
+        (
+            req.background == Some(true),
+            "background",
+            "background responses need stored state, which this gateway does not keep",
+        ),
+        (
+            req.prompt.is_some(),
+            "prompt",
+            "stored prompt templates are not supported",
+        ),
         (
             req.truncation.as_deref().is_some_and(|t| t != "disabled"),
             "truncation",
@@ -87,7 +104,11 @@ fn refuse_state(req: &ResponsesRequest) -> Result<(), GatewayError> {
             "top_logprobs",
             "logprobs are not supported on this route",
         ),
-        (req.max_tool_calls.is_some(), "max_tool_calls", "max_tool_calls is not supported"),
+        (
+            req.max_tool_calls.is_some(),
+            "max_tool_calls",
+            "max_tool_calls is not supported",
+        ),
     ];
     for (refused, param, why) in refusals {
         if refused {
@@ -167,7 +188,10 @@ fn chat_messages(req: &ResponsesRequest) -> Result<Vec<Value>, GatewayError> {
     let mut calls_open = false;
     for (i, item) in items.iter().enumerate() {
         let bad = |what: &str, field: &str| {
-            GatewayError::invalid_body(format!("input[{i}]: {what}"), Some(format!("input[{i}].{field}")))
+            GatewayError::invalid_body(
+                format!("input[{i}]: {what}"),
+                Some(format!("input[{i}].{field}")),
+            )
         };
         let kind = item.kind.as_deref().unwrap_or("message");
         let is_call = kind == "function_call";
@@ -205,26 +229,51 @@ fn chat_messages(req: &ResponsesRequest) -> Result<Vec<Value>, GatewayError> {
     Ok(out)
 }
 
-fn message(item: &InputItem, bad: &dyn Fn(&str, &str) -> GatewayError) -> Result<Value, GatewayError> {
+fn message(
+    item: &InputItem,
+    bad: &dyn Fn(&str, &str) -> GatewayError,
+) -> Result<Value, GatewayError> {
     let role = match item.role.as_deref() {
         Some(r) if ROLES.contains(&r) => r,
-        Some(r) => return Err(bad(&format!("role `{r}` is not one of {}", ROLES.join(", ")), "role")),
+        Some(r) => {
+            return Err(bad(
+                &format!("role `{r}` is not one of {}", ROLES.join(", ")),
+                "role",
+            ))
+        }
         None => return Err(bad("a message needs a role", "role")),
     };
-    let content = item.content.as_ref().ok_or_else(|| bad("a message needs content", "content"))?;
+    let content = item
+        .content
+        .as_ref()
+        .ok_or_else(|| bad("a message needs content", "content"))?;
     Ok(json!({"role": role, "content": text_of(content, bad, "content")?}))
 }
 
-fn function_call(item: &InputItem, bad: &dyn Fn(&str, &str) -> GatewayError) -> Result<Value, GatewayError> {
-    let call_id = item.call_id.as_deref().ok_or_else(|| bad("call_id is required", "call_id"))?;
-    let name = item.name.as_deref().ok_or_else(|| bad("name is required", "name"))?;
-    let arguments = item.arguments.as_deref().ok_or_else(|| bad("arguments is required", "arguments"))?;
+fn function_call(
+    item: &InputItem,
+    bad: &dyn Fn(&str, &str) -> GatewayError,
+) -> Result<Value, GatewayError> {
+    let call_id = item
+        .call_id
+        .as_deref()
+        .ok_or_else(|| bad("call_id is required", "call_id"))?;
+    let name = item
+        .name
+        .as_deref()
+        .ok_or_else(|| bad("name is required", "name"))?;
+    let arguments = item
+        .arguments
+        .as_deref()
+        .ok_or_else(|| bad("arguments is required", "arguments"))?;
     // As SGLang before templating: the arguments as the object they encode.
     let arguments = serde_json::from_str::<Value>(arguments)
         .ok()
         .filter(Value::is_object)
         .unwrap_or_else(|| Value::from(arguments));
-    Ok(json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}))
+    Ok(
+        json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}),
+    )
 }
 
 /// A message's text: the string, or its text parts (input or output text, a refusal).
@@ -238,7 +287,12 @@ fn text_of(
         MessageContent::Parts(p) => p,
     };
     let mut out = Vec::with_capacity(parts.len());
-    for ContentPart { kind, text, refusal } in parts {
+    for ContentPart {
+        kind,
+        text,
+        refusal,
+    } in parts
+    {
         let text = match kind.as_str() {
             "input_text" | "output_text" | "text" => text.as_deref(),
             "refusal" => refusal.as_deref(),
@@ -290,7 +344,9 @@ mod tests {
     fn state_and_built_in_tools_are_refused_by_name() {
         let param = |extra: Value| {
             let mut v = json!({"model": "m", "input": "hi"});
-            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
             let r = req(v);
             let e = refuse_state(&r)
                 .and_then(|()| tools(&r).map(|_| ()))
@@ -298,10 +354,16 @@ mod tests {
                 .unwrap_err();
             e.body().error.param.unwrap_or_default()
         };
-        assert_eq!(param(json!({"previous_response_id": "resp_1"})), "previous_response_id");
+        assert_eq!(
+            param(json!({"previous_response_id": "resp_1"})),
+            "previous_response_id"
+        );
         assert_eq!(param(json!({"store": true})), "store");
         assert_eq!(param(json!({"background": true})), "background");
-        assert_eq!(param(json!({"tools": [{"type": "web_search"}]})), "tools[0].type");
+        assert_eq!(
+            param(json!({"tools": [{"type": "web_search"}]})),
+            "tools[0].type"
+        );
         assert_eq!(param(json!({"tool_choice": "sometimes"})), "tool_choice");
         let ok = req(json!({"model": "m", "input": "hi", "store": false, "background": false}));
         assert!(refuse_state(&ok).is_ok());

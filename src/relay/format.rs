@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use super::grammar::{Ending, Grammar, Whole};
 use crate::error::GatewayError;
 use crate::protocol::openai::{
     AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionDelta,
     FunctionOut, TextChoice, TextChunk, TextCompletion, ToolCallDelta, ToolCallOut, Usage,
 };
-use super::grammar::{Ending, Grammar, Whole};
 use crate::stream::sse;
 use crate::tool_calls::ToolCall;
 

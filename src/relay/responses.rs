@@ -108,7 +108,12 @@ impl ResponsesFormat {
         }
     }
 
-    fn response_event(&mut self, out: &mut Vec<u8>, kind: &'static str, done: Option<(&Ending, Usage)>) {
+    fn response_event(
+        &mut self,
+        out: &mut Vec<u8>,
+        kind: &'static str,
+        done: Option<(&Ending, Usage)>,
+    ) {
         let (status, incomplete) = done.map_or(("in_progress", None), |(e, _)| status(e));
         let event = Event {
             kind,
@@ -143,23 +148,52 @@ impl ResponsesFormat {
         match &item {
             OutputItem::Message { id, content, .. } => {
                 for (c, part) in content.iter().enumerate() {
-                    let done = TextDone { item_id: id, output_index: index, content_index: c, text: &part.text, logprobs: Some([]) };
+                    let done = TextDone {
+                        item_id: id,
+                        output_index: index,
+                        content_index: c,
+                        text: &part.text,
+                        logprobs: Some([]),
+                    };
                     self.event(out, "response.output_text.done", done);
-                    let part_done = PartEvent { item_id: id, output_index: index, content_index: c, part };
+                    let part_done = PartEvent {
+                        item_id: id,
+                        output_index: index,
+                        content_index: c,
+                        part,
+                    };
                     self.event(out, "response.content_part.done", part_done);
                 }
             }
             OutputItem::Reasoning { id, content, .. } => {
                 for (c, part) in content.iter().enumerate() {
-                    let done = TextDone { item_id: id, output_index: index, content_index: c, text: &part.text, logprobs: None };
+                    let done = TextDone {
+                        item_id: id,
+                        output_index: index,
+                        content_index: c,
+                        text: &part.text,
+                        logprobs: None,
+                    };
                     self.event(out, "response.reasoning_text.done", done);
-                    let part_done = PartEvent { item_id: id, output_index: index, content_index: c, part };
+                    let part_done = PartEvent {
+                        item_id: id,
+                        output_index: index,
+                        content_index: c,
+                        part,
+                    };
                     self.event(out, "response.content_part.done", part_done);
                 }
             }
             OutputItem::FunctionCall { .. } => {}
         }
-        self.event(out, "response.output_item.done", ItemEvent { output_index: index, item: &item });
+        self.event(
+            out,
+            "response.output_item.done",
+            ItemEvent {
+                output_index: index,
+                item: &item,
+            },
+        );
     }
 
     /// Appends `text` to the open item if it is a message (or reasoning, `reasoning` true),
@@ -194,7 +228,13 @@ impl ResponsesFormat {
         } else {
             ("response.output_text.delta", Some([]))
         };
-        let delta = TextDelta { item_id: &item_id, output_index: index, content_index: 0, delta: text, logprobs };
+        let delta = TextDelta {
+            item_id: &item_id,
+            output_index: index,
+            content_index: 0,
+            delta: text,
+            logprobs,
+        };
         self.event(out, kind, delta);
     }
 
@@ -203,22 +243,80 @@ impl ResponsesFormat {
         let index = self.items.len();
         let (item, id) = if reasoning {
             let id = self.item_id("rs");
-            (OutputItem::Reasoning { id: id.clone(), summary: [], content: Vec::new(), status: "in_progress" }, id)
+            (
+                OutputItem::Reasoning {
+                    id: id.clone(),
+                    summary: [],
+                    content: Vec::new(),
+                    status: "in_progress",
+                },
+                id,
+            )
         } else {
             let id = self.item_id("msg");
-            (OutputItem::Message { id: id.clone(), status: "in_progress", role: "assistant", content: Vec::new() }, id)
+            (
+                OutputItem::Message {
+                    id: id.clone(),
+                    status: "in_progress",
+                    role: "assistant",
+                    content: Vec::new(),
+                },
+                id,
+            )
         };
-        self.event(out, "response.output_item.added", ItemEvent { output_index: index, item: &item });
+        self.event(
+            out,
+            "response.output_item.added",
+            ItemEvent {
+                output_index: index,
+                item: &item,
+            },
+        );
         if reasoning {
             let part = ReasoningText::new(String::new());
-            self.event(out, "response.content_part.added", PartEvent { item_id: &id, output_index: index, content_index: 0, part: &part });
+            self.event(
+                out,
+                "response.content_part.added",
+                PartEvent {
+                    item_id: &id,
+                    output_index: index,
+                    content_index: 0,
+                    part: &part,
+                },
+            );
         } else {
             let part = OutputText::new(String::new());
-            self.event(out, "response.content_part.added", PartEvent { item_id: &id, output_index: index, content_index: 0, part: &part });
+            self.event(
+                out,
+                "response.content_part.added",
+                PartEvent {
+                    item_id: &id,
+                    output_index: index,
+                    content_index: 0,
+                    part: &part,
+                },
+            );
         }
         let item = match item {
-            OutputItem::Reasoning { id, summary, status, .. } => OutputItem::Reasoning { id, summary, status, content: vec![ReasoningText::new(String::new())] },
-            OutputItem::Message { id, status, role, .. } => OutputItem::Message { id, status, role, content: vec![OutputText::new(String::new())] },
+            OutputItem::Reasoning {
+                id,
+                summary,
+                status,
+                ..
+            } => OutputItem::Reasoning {
+                id,
+                summary,
+                status,
+                content: vec![ReasoningText::new(String::new())],
+            },
+            OutputItem::Message {
+                id, status, role, ..
+            } => OutputItem::Message {
+                id,
+                status,
+                role,
+                content: vec![OutputText::new(String::new())],
+            },
             other => other,
         };
         self.items.push(item);
@@ -260,7 +358,9 @@ impl Grammar for ResponsesFormat {
             let index = self.items.len();
             let item = self.call_item(call, call.arguments.clone());
             let opening = match &item {
-                OutputItem::FunctionCall { id, call_id, name, .. } => OutputItem::FunctionCall {
+                OutputItem::FunctionCall {
+                    id, call_id, name, ..
+                } => OutputItem::FunctionCall {
                     id: id.clone(),
                     call_id: call_id.clone(),
                     name: name.clone(),
@@ -269,14 +369,43 @@ impl Grammar for ResponsesFormat {
                 },
                 other => other.clone(),
             };
-            self.event(out, "response.output_item.added", ItemEvent { output_index: index, item: &opening });
-            if let OutputItem::FunctionCall { id, name, arguments, .. } = &item {
-                let delta = ArgumentsDelta { item_id: id, output_index: index, delta: arguments };
+            self.event(
+                out,
+                "response.output_item.added",
+                ItemEvent {
+                    output_index: index,
+                    item: &opening,
+                },
+            );
+            if let OutputItem::FunctionCall {
+                id,
+                name,
+                arguments,
+                ..
+            } = &item
+            {
+                let delta = ArgumentsDelta {
+                    item_id: id,
+                    output_index: index,
+                    delta: arguments,
+                };
                 self.event(out, "response.function_call_arguments.delta", delta);
-                let done = ArgumentsDone { item_id: id, output_index: index, name, arguments };
+                let done = ArgumentsDone {
+                    item_id: id,
+                    output_index: index,
+                    name,
+                    arguments,
+                };
                 self.event(out, "response.function_call_arguments.done", done);
             }
-            self.event(out, "response.output_item.done", ItemEvent { output_index: index, item: &item });
+            self.event(
+                out,
+                "response.output_item.done",
+                ItemEvent {
+                    output_index: index,
+                    item: &item,
+                },
+            );
             self.items.push(item);
         }
     }
@@ -310,16 +439,27 @@ impl Grammar for ResponsesFormat {
         let (status, incomplete) = status(&a.ending);
         if let Some(r) = a.reasoning.filter(|r| !r.is_empty()) {
             let id = self.item_id("rs");
-            self.items.push(OutputItem::Reasoning { id, summary: [], content: vec![ReasoningText::new(r.to_owned())], status });
+            self.items.push(OutputItem::Reasoning {
+                id,
+                summary: [],
+                content: vec![ReasoningText::new(r.to_owned())],
+                status,
+            });
         }
         if !a.content.is_empty() {
             let id = self.item_id("msg");
-            self.items.push(OutputItem::Message { id, status, role: "assistant", content: vec![OutputText::new(a.content.to_owned())] });
+            self.items.push(OutputItem::Message {
+                id,
+                status,
+                role: "assistant",
+                content: vec![OutputText::new(a.content.to_owned())],
+            });
         }
         for call in a.calls.unwrap_or_default() {
             let item = self.call_item(call, call.arguments.clone());
             self.items.push(item);
         }
-        serde_json::to_vec(&self.response(status, incomplete, Some(usage(&a.usage)))).unwrap_or_default()
+        serde_json::to_vec(&self.response(status, incomplete, Some(usage(&a.usage))))
+            .unwrap_or_default()
     }
 }

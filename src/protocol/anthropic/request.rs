@@ -171,7 +171,9 @@ impl<'de> Deserialize<'de> for System {
                     .collect();
                 Ok(System(texts.join("\n")))
             }
-            _ => Err(D::Error::custom("expected a string or a list of text blocks")),
+            _ => Err(D::Error::custom(
+                "expected a string or a list of text blocks",
+            )),
         }
     }
 }
@@ -232,14 +234,16 @@ mod tests {
 
     #[test]
     fn every_content_shape_is_read() {
-        let r = parse(json!({"model": "m", "max_tokens": 5, "system": [{"type": "text", "text": "be brief"}],
+        let r = parse(
+            json!({"model": "m", "max_tokens": 5, "system": [{"type": "text", "text": "be brief"}],
             "messages": [
                 {"role": "user", "content": "hi"},
                 {"role": "assistant", "content": [{"type": "text", "text": "a"},
                     {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                     "content": [{"type": "text", "text": "42"}]}]}],
-            "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "disabled"}}))
+            "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "disabled"}}),
+        )
         .unwrap();
         assert_eq!(r.system.unwrap().0, "be brief");
         assert_eq!(r.messages.len(), 3);

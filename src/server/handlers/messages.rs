@@ -34,8 +34,8 @@ pub async fn messages(
     let start = Instant::now();
     let id = RequestId::new(&headers);
     dispatch::respond(&app, Endpoint::Messages, &id, async {
-        let (_, prepared) = parse_and_prepare(&app, body, start, crate::prepare::messages::prepare)
-            .await?;
+        let (_, prepared) =
+            parse_and_prepare(&app, body, start, crate::prepare::messages::prepare).await?;
         let grammar = MessagesFormat::new(&id.rid, Arc::clone(&app.model.name));
         let native = Native {
             headers: &headers,

@@ -49,16 +49,30 @@ impl ResponsesRequest {
         let mut m = Map::new();
         m.insert("instructions".into(), to(&self.instructions));
         m.insert("max_output_tokens".into(), to(&self.max_output_tokens));
-        m.insert("parallel_tool_calls".into(), Value::Bool(self.parallel_tool_calls.unwrap_or(true)));
+        m.insert(
+            "parallel_tool_calls".into(),
+            Value::Bool(self.parallel_tool_calls.unwrap_or(true)),
+        );
         m.insert("temperature".into(), to(&self.temperature));
         m.insert("top_p".into(), to(&self.top_p));
-        m.insert("tool_choice".into(), self.tool_choice.clone().unwrap_or_else(|| Value::from("auto")));
+        m.insert(
+            "tool_choice".into(),
+            self.tool_choice
+                .clone()
+                .unwrap_or_else(|| Value::from("auto")),
+        );
         m.insert("tools".into(), to(&self.tools.clone().unwrap_or_default()));
-        let text = self.text.clone().unwrap_or(TextConfig { format: None, verbosity: None });
+        let text = self.text.clone().unwrap_or(TextConfig {
+            format: None,
+            verbosity: None,
+        });
         let format = text.format.unwrap_or(TextFormat::Text);
         m.insert("text".into(), serde_json::json!({"format": to(&format)}));
         m.insert("reasoning".into(), to(&self.reasoning));
-        m.insert("metadata".into(), to(&self.metadata.clone().unwrap_or_default()));
+        m.insert(
+            "metadata".into(),
+            to(&self.metadata.clone().unwrap_or_default()),
+        );
         m.insert("truncation".into(), Value::from("disabled"));
         m.insert("user".into(), to(&self.user));
         m
@@ -84,7 +98,9 @@ impl<'de> Deserialize<'de> for Input {
             v @ Value::Array(_) => serde_json::from_value(v)
                 .map(Input::Items)
                 .map_err(D::Error::custom),
-            _ => Err(D::Error::custom("expected a string or a list of input items")),
+            _ => Err(D::Error::custom(
+                "expected a string or a list of input items",
+            )),
         }
     }
 }
@@ -121,7 +137,9 @@ impl<'de> Deserialize<'de> for MessageContent {
             v @ Value::Array(_) => serde_json::from_value(v)
                 .map(MessageContent::Parts)
                 .map_err(D::Error::custom),
-            _ => Err(D::Error::custom("expected a string or a list of content parts")),
+            _ => Err(D::Error::custom(
+                "expected a string or a list of content parts",
+            )),
         }
     }
 }
