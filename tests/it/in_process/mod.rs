@@ -3,6 +3,7 @@
 //! here comes from the gateway itself: validation, auth, admission of the route, info routes.
 
 mod bad_input;
+mod front_doors;
 mod hostile_input;
 mod info;
 mod keys;
