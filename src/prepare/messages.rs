@@ -51,7 +51,7 @@ pub fn prepare(model: &Model, req: &MessagesRequest) -> Result<Prepared, Gateway
         AnthropicChoice::Tool { name, .. } => ToolChoice::Function(name.clone()),
         AnthropicChoice::None => ToolChoice::Mode(ToolChoiceMode::None),
     });
-    let (rendered_tools, reading) = front_door_tools(
+    let front = front_door_tools(
         &tools,
         choice.as_ref(),
         model.tool_call_parser,
@@ -66,12 +66,12 @@ pub fn prepare(model: &Model, req: &MessagesRequest) -> Result<Prepared, Gateway
         stop: Some(StopSpec::Many(stop)),
         ..Sampling::default()
     };
-    chat_like(
+    let mut prepared = chat_like(
         model,
         ChatLike {
             messages: &messages,
-            tools: rendered_tools,
-            reading,
+            tools: front.rendered,
+            reading: front.reading,
             template_kwargs: kwargs.as_ref(),
             sampling: &sampling,
             max: Some(req.max_tokens),
@@ -79,7 +79,9 @@ pub fn prepare(model: &Model, req: &MessagesRequest) -> Result<Prepared, Gateway
             stream: req.stream,
             user: req.metadata.as_ref().and_then(|m| m.user_id.clone()),
         },
-    )
+    )?;
+    prepared.params.json_schema = front.json_schema;
+    Ok(prepared)
 }
 
 /// Features that run on Anthropic's side: a 400 naming them, not silence.

@@ -21,7 +21,7 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
     refuse_state(req)?;
     let tools = tools(req)?;
     let choice = tool_choice(req.tool_choice.as_ref())?;
-    let (rendered_tools, reading) = front_door_tools(
+    let front = front_door_tools(
         &tools,
         choice.as_ref(),
         model.tool_call_parser,
@@ -49,8 +49,8 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
         model,
         ChatLike {
             messages: &messages,
-            tools: rendered_tools,
-            reading,
+            tools: front.rendered,
+            reading: front.reading,
             template_kwargs: kwargs.as_ref(),
             sampling: &sampling,
             max: req.max_output_tokens,
@@ -61,7 +61,7 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
                 .find_map(Clone::clone),
         },
     )?;
-    prepared.params.json_schema = match req.text.as_ref().and_then(|t| t.format.as_ref()) {
+    let format = match req.text.as_ref().and_then(|t| t.format.as_ref()) {
         None | Some(TextFormat::Text) => None,
         // As SGLang's chat route maps `json_object`.
         Some(TextFormat::JsonObject) => Some(r#"{"type": "object"}"#.to_owned()),
@@ -69,6 +69,15 @@ pub fn prepare(model: &Model, req: &ResponsesRequest) -> Result<Prepared, Gatewa
             Some(Value::Object(schema.clone()).to_string())
         }
     };
+    prepared.params.json_schema =
+        match (format, front.json_schema) {
+            (Some(_), Some(_)) => return Err(invalid(
+                "text.format",
+                "text.format and a tool_choice that forces a call would both constrain the output",
+            )
+            .into()),
+            (format, calls) => format.or(calls),
+        };
     Ok(prepared)
 }
 

@@ -16,13 +16,18 @@ use crate::support::{self, scripted, Proc};
 const MODEL: &str = "qwen2.5-0.5b-instruct";
 const KEY: &str = "front-door-key";
 /// The rules tests/python/{anthropic_sdk_check,openai_responses_check}.py rely on.
-const RULES: [(&str, &str); 3] = [
+const RULES: [(&str, &str); 4] = [
     (
         "What is the weather in Paris?",
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
     ),
     ("18 degrees and sunny", "It is 18 degrees and sunny in Paris."),
     ("Count to five please", "one two three STOP four five"),
+    // What a worker constrained to a forced choice's JSON list says.
+    (
+        "You must call a tool",
+        r#"[{"name": "get_weather", "parameters": {"city": "Oslo"}}]"#,
+    ),
 ];
 
 async fn qwen_sim() -> Proc {
@@ -285,4 +290,60 @@ async fn the_session_key_keeps_a_user_on_one_worker() {
             "{path}: {by_user:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_forced_tool_choice_is_constrained_and_read_as_a_call() {
+    let (_s1, _s2, gw) = two_sims(&[]).await;
+    let tools = json!([{"name": "get_weather", "input_schema": {"type": "object"}}]);
+    for stream in [false, true] {
+        let body = json!({"model": MODEL, "max_tokens": 64, "stream": stream, "tools": tools,
+            "tool_choice": {"type": "tool", "name": "get_weather"},
+            "messages": [{"role": "user", "content": "You must call a tool"}]});
+        let r = post_with_key(format!("{}/v1/messages", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let text = r.text().await.unwrap();
+        if stream {
+            assert!(
+                text.contains(r#""partial_json":"{\"city\": \"Oslo\"}""#),
+                "{text}"
+            );
+            assert!(text.contains(r#""stop_reason":"tool_use""#), "{text}");
+        } else {
+            let m: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(m["stop_reason"], "tool_use", "{m}");
+            assert_eq!(m["content"][0]["input"], json!({"city": "Oslo"}), "{m}");
+            assert_eq!(m["content"].as_array().unwrap().len(), 1, "{m}");
+        }
+    }
+    let body = json!({"model": MODEL, "input": "You must call a tool", "tool_choice": "required",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]});
+    let r = post_with_key(format!("{}/v1/responses", gw.url), &body).await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["output"][0]["type"], "function_call", "{v}");
+    assert_eq!(v["output"][0]["arguments"], r#"{"city": "Oslo"}"#, "{v}");
+}
+
+#[tokio::test]
+async fn a_forced_tool_choice_sends_sglangs_json_list_constraint() {
+    let (url, seen) = stop_string_worker().await;
+    let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
+    let gw = gateway_for(&[&url], &["--model-path", &dir]).await;
+    let params = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let body = json!({"model": MODEL, "max_tokens": 8, "tool_choice": {"type": "any"},
+        "tools": [{"name": "a", "input_schema": params}, {"name": "b"}],
+        "messages": [{"role": "user", "content": "x"}]});
+    let r = post_with_key(format!("{}/v1/messages", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let sent = &seen.generate()[0]["sampling_params"];
+    let schema: Value = serde_json::from_str(sent["json_schema"].as_str().unwrap()).unwrap();
+    let item = |name: &str, p: Value| {
+        json!({"properties": {"name": {"type": "string", "enum": [name]},
+        "parameters": p}, "required": ["name", "parameters"]})
+    };
+    assert_eq!(
+        schema,
+        json!({"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
+            item("a", params), item("b", json!({"type": "object", "properties": {}}))]}})
+    );
 }
