@@ -443,17 +443,27 @@ impl Grammar for ResponsesFormat {
                 id,
                 summary: [],
                 content: vec![ReasoningText::new(r.to_owned())],
-                status,
+                status: "completed",
             });
         }
         if !a.content.is_empty() {
             let id = self.item_id("msg");
             self.items.push(OutputItem::Message {
                 id,
-                status,
+                status: "completed",
                 role: "assistant",
                 content: vec![OutputText::new(a.content.to_owned())],
             });
+        }
+        // As a stream says it: the item still open at the end (text, not a call) ends as the
+        // response does; the ones before it were completed.
+        match self.items.last_mut() {
+            Some(OutputItem::Message { status: s, .. } | OutputItem::Reasoning { status: s, .. })
+                if a.calls.is_none_or(<[_]>::is_empty) =>
+            {
+                *s = status;
+            }
+            _ => {}
         }
         for call in a.calls.unwrap_or_default() {
             let item = self.call_item(call, call.arguments.clone());
@@ -461,5 +471,71 @@ impl Grammar for ResponsesFormat {
         }
         serde_json::to_vec(&self.response(status, incomplete, Some(usage(&a.usage))))
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::sse::SseParser;
+
+    fn events(bytes: &[u8]) -> Vec<(String, Value)> {
+        let mut p = SseParser::new(1 << 20);
+        p.push(bytes);
+        let mut out = Vec::new();
+        while let Ok(Some(ev)) = p.next_event() {
+            let v: Value = serde_json::from_slice(&ev.data).unwrap();
+            out.push((ev.event.clone().unwrap_or_default(), v));
+        }
+        out
+    }
+
+    #[test]
+    fn a_stream_numbers_its_events_and_closes_with_the_whole_response() {
+        let usage = openai::Usage::new(10, 3, 4);
+        let call = ToolCall {
+            name: "w".into(),
+            arguments: r#"{"c": "P"}"#.into(),
+        };
+        let ending = Ending {
+            reason: "length",
+            stop_string: None,
+        };
+        let mut f = ResponsesFormat::new("r", "m".into(), Map::new());
+        let mut out = Vec::new();
+        f.start(&mut out, &usage);
+        f.reasoning(&mut out, "hm");
+        f.text(&mut out, "Hi", None);
+        f.text(&mut out, " there", None);
+        f.tool_calls(&mut out, &[call.clone()]);
+        f.finish(&mut out, &ending, &usage);
+        let evs = events(&out);
+        for (i, (name, v)) in evs.iter().enumerate() {
+            assert_eq!(v["type"], name.as_str(), "{v}");
+            assert_eq!(v["sequence_number"], i, "{v}");
+        }
+        let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"response.created"));
+        assert_eq!(names.last(), Some(&"response.incomplete"));
+        let deltas: String = evs
+            .iter()
+            .filter(|(n, _)| n == "response.output_text.delta")
+            .map(|(_, v)| v["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(deltas, "Hi there");
+        let last = &evs.last().unwrap().1["response"];
+        assert_eq!(last["incomplete_details"]["reason"], "max_output_tokens");
+        assert_eq!(last["usage"]["input_tokens_details"]["cached_tokens"], 4);
+        let whole = ResponsesFormat::new("r", "m".into(), Map::new()).whole(Whole {
+            content: "Hi there",
+            reasoning: Some("hm"),
+            calls: Some(&[call]),
+            ending,
+            usage,
+        });
+        let whole: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(whole["output"], last["output"]);
+        assert_eq!(whole["output"][0]["type"], "reasoning");
+        assert_eq!(whole["output"][2]["type"], "function_call");
     }
 }
