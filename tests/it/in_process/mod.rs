@@ -7,6 +7,7 @@ mod front_doors;
 mod hostile_input;
 mod info;
 mod keys;
+mod responses_input;
 
 use std::sync::Arc;
 
