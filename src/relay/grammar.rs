@@ -75,3 +75,24 @@ pub trait Grammar: Send + 'static {
     /// The whole answer as one JSON object.
     fn whole(self, answer: Whole<'_>) -> Vec<u8>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_matched_stop_string_is_the_ending_s_stop_string() {
+        let stop = |matched| FinishReason::Stop { matched };
+        let by_string = Ending::new(&stop(Some(json!("END"))), false);
+        assert_eq!(by_string.stop_string.as_deref(), Some("END"));
+        // A stop token (EOS) is matched by its id: no stop string.
+        assert_eq!(
+            Ending::new(&stop(Some(json!(151643))), false).stop_string,
+            None
+        );
+        assert_eq!(Ending::new(&stop(None), true).reason, "tool_calls");
+        let length = FinishReason::Length { length: Some(9) };
+        assert_eq!(Ending::new(&length, true).reason, "length");
+    }
+}

@@ -192,8 +192,14 @@ async fn messages_and_responses_carry_the_reasoning_apart() {
         b
     };
     for (thinking, block) in [
-        (Value::Null, json!({"type": "thinking", "thinking": "Just 42.", "signature": ""})),
-        (json!({"type": "disabled"}), json!({"type": "text", "text": "Just 42."})),
+        (
+            Value::Null,
+            json!({"type": "thinking", "thinking": "Just 42.", "signature": ""}),
+        ),
+        (
+            json!({"type": "disabled"}),
+            json!({"type": "text", "text": "Just 42."}),
+        ),
     ] {
         let v: Value = support::post(format!("{}/v1/messages", gw.url), &untagged(thinking))
             .await
