@@ -269,7 +269,7 @@ mod tests {
         f.reasoning(&mut out, "m");
         f.text(&mut out, "Hi", None);
         f.text(&mut out, "", Some("stop"));
-        f.tool_calls(&mut out, &[call.clone()]);
+        f.tool_calls(&mut out, std::slice::from_ref(&call));
         f.finish(&mut out, &ending, &usage);
         let evs = events(&out);
         let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();

@@ -31,7 +31,7 @@ fn a_stream_numbers_its_events_and_closes_with_the_whole_response() {
     f.reasoning(&mut out, "hm");
     f.text(&mut out, "Hi", None);
     f.text(&mut out, " there", None);
-    f.tool_calls(&mut out, &[call.clone()]);
+    f.tool_calls(&mut out, std::slice::from_ref(&call));
     f.finish(&mut out, &ending, &usage);
     let evs = events(&out);
     for (i, (name, v)) in evs.iter().enumerate() {
