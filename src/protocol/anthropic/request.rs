@@ -114,12 +114,8 @@ impl<'de> Deserialize<'de> for ToolResultContent {
         #[derive(Deserialize)]
         #[serde(tag = "type", rename_all = "snake_case")]
         enum ResultBlock {
-            Text {
-                text: String,
-                #[serde(default)]
-                #[allow(dead_code)]
-                cache_control: Option<Value>,
-            },
+            // Other keys (`cache_control`) change nothing here.
+            Text { text: String },
         }
         match Value::deserialize(d)? {
             Value::String(s) => Ok(ToolResultContent(s)),
@@ -149,15 +145,8 @@ impl<'de> Deserialize<'de> for System {
         #[derive(Deserialize)]
         #[serde(tag = "type", rename_all = "snake_case")]
         enum SystemBlock {
-            Text {
-                text: String,
-                #[serde(default)]
-                #[allow(dead_code)]
-                cache_control: Option<Value>,
-                #[serde(default)]
-                #[allow(dead_code)]
-                citations: Option<Value>,
-            },
+            // Other keys (`cache_control`, `citations`) change nothing here.
+            Text { text: String },
         }
         match Value::deserialize(d)? {
             Value::String(s) => Ok(System(s)),
