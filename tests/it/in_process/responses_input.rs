@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::front_doors::{bytes, nested, run, JSON, RESPONSES};
 use super::{gateway, post, send};
+use crate::hostile_input::cases::check_answer;
 use crate::support::MODEL;
 
 #[tokio::test]
@@ -155,4 +156,21 @@ async fn bad_responses_get_openai_errors_never_a_5xx() {
     .await;
     assert_eq!(answer.status, 503, "a valid request reaches routing");
     super::assert_still_serving(&app).await;
+}
+
+#[tokio::test]
+async fn oversized_responses_bodies_get_openai_413s() {
+    let app = gateway(&["--max-body-bytes", "2000"]);
+    let big = bytes(json!({"model": MODEL, "input": "a ".repeat(2000)}));
+    let cases = vec![("an oversized body", big, 413)];
+    let problems = run(&app, RESPONSES, cases).await;
+    assert!(problems.is_empty(), "{problems:#?}");
+    // More JSON values than any prompt can use, under the byte limit of the default.
+    let app = gateway(&["--context-length", "16"]);
+    let items = format!(
+        r#"{{"model":"{MODEL}","input":[{}]}}"#,
+        vec!["{}"; 70_000].join(",")
+    );
+    let answer = send(&app, post(RESPONSES, Some(JSON), items)).await;
+    assert_eq!(check_answer(413, answer.status, &answer.body), None);
 }
