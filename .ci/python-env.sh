@@ -27,7 +27,7 @@ if [[ ! -f "$venv/.complete" ]]; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$sglang_pin" >&2
     # Fail here, not in a test, if bench_serving cannot import offline.
-    HF_HUB_OFFLINE=1 "$venv/bin/python" -c 'import openai, sglang.bench_serving, sglang.srt.function_call.function_call_parser' >&2
+    HF_HUB_OFFLINE=1 "$venv/bin/python" -c 'import openai, anthropic, sglang.bench_serving, sglang.srt.function_call.function_call_parser' >&2
     touch "$venv/.complete"
     echo "python-env: ready in $((SECONDS - start)) s" >&2
 else

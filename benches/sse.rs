@@ -39,6 +39,7 @@ fn relay(c: &mut Criterion) {
         Kind::Chat,
         "0123456789abcdef",
         Arc::from("smollm2-135m-instruct"),
+        false,
     );
     let mut g = c.benchmark_group("sse_relay");
     g.throughput(Throughput::Elements(tokens as u64));

@@ -259,6 +259,8 @@ fn endpoint(path: &str) -> Option<Endpoint> {
         "/v1/chat/completions" => Some(Endpoint::Chat),
         "/v1/completions" => Some(Endpoint::Completions),
         "/generate" => Some(Endpoint::Generate),
+        "/v1/messages" => Some(Endpoint::Messages),
+        "/v1/responses" => Some(Endpoint::Responses),
         _ => None,
     }
 }

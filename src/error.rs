@@ -155,7 +155,8 @@ impl IntoResponse for GatewayError {
             };
             tracing::warn!(error = %self, worker = worker.unwrap_or("-"), status = status.as_u16(), "request failed");
         }
-        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let error = self.body();
+        let body = serde_json::to_vec(&error).unwrap_or_default();
         let mut resp = (
             status,
             [(
@@ -180,6 +181,8 @@ impl IntoResponse for GatewayError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        // For a route answering in another API's shape (`/v1/messages`) to re-render.
+        resp.extensions_mut().insert(error);
         resp
     }
 }

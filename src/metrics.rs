@@ -25,16 +25,26 @@ pub enum Endpoint {
     Chat,
     Completions,
     Generate,
+    Messages,
+    Responses,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 3] = [Endpoint::Chat, Endpoint::Completions, Endpoint::Generate];
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Chat,
+        Endpoint::Completions,
+        Endpoint::Generate,
+        Endpoint::Messages,
+        Endpoint::Responses,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",
             Endpoint::Generate => "generate",
+            Endpoint::Messages => "messages",
+            Endpoint::Responses => "responses",
         }
     }
 

@@ -13,9 +13,13 @@ use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
 use crate::tokenize::ChatTemplateInput;
 
+mod chat_like;
+pub mod messages;
+pub mod responses;
 mod tools;
 use crate::tool_calls::Reading;
-use tools::{native_tools, NativeTools};
+use chat_like::{chat_like, ChatLike};
+use tools::{front_door_tools, native_tools, NativeTools};
 
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,

@@ -1,22 +1,26 @@
 //! Serving a generation: the exchange with the workers (one core for every path: the ending,
-//! the deadlines and the retry loop) and relaying what they send to the client, as OpenAI
-//! chunks, one JSON object, or the worker's own bytes.
+//! the deadlines and the retry loop) and relaying what they send to the client, as its API's
+//! stream events, one JSON object, or the worker's own bytes.
 //!
 //! Inside, bottom to top: `reliability` (settings, deadlines, backoff) → `exchange` (a request's
 //! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
 //! `generation` (token ids over `/generate`, with migration) and `passthrough` (bodies
-//! forwarded as they are, `observe` reading their token counts) → `format`, `stream`,
-//! `collect` (what the client sees of a generation); `pump` drives a streamed body on its own
-//! task, so deadlines fire whether or not the client reads.
+//! forwarded as they are, `observe` reading their token counts) → `grammar` (one API's events
+//! and objects: `format` for OpenAI chat and completions, `messages` for Anthropic, `responses`
+//! for OpenAI Responses) → `stream`, `collect` (what the client sees of a generation); `pump`
+//! drives a streamed body on its own task, so deadlines fire whether or not the client reads.
 
 pub mod collect;
 pub mod exchange;
 pub mod format;
 pub mod generation;
+pub mod grammar;
+pub mod messages;
 mod observe;
 pub mod passthrough;
 mod pump;
 pub mod reliability;
+pub mod responses;
 pub mod retry;
 pub mod stream;
 

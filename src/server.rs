@@ -22,7 +22,12 @@ pub fn router(state: Arc<AppState>) -> Router {
     let mut inference = Router::new()
         .route("/v1/chat/completions", post(handlers::openai::chat))
         .route("/v1/completions", post(handlers::openai::completions))
-        .route("/generate", post(handlers::generate::generate));
+        .route("/generate", post(handlers::generate::generate))
+        .route(
+            handlers::messages::MESSAGES_PATH,
+            post(handlers::messages::messages),
+        )
+        .route("/v1/responses", post(handlers::messages::responses));
     // Layered before the API-key check, so it sits inside it: a client without a valid key
     // takes no slot and no rate-limit bucket.
     if let Some(admission) =
@@ -30,10 +35,15 @@ pub fn router(state: Arc<AppState>) -> Router {
     {
         inference = inference.route_layer(admission);
     }
-    let inference = inference.route_layer(axum::middleware::from_fn_with_state(
-        Arc::clone(&state),
-        auth::require_api_key,
-    ));
+    let inference = inference
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_api_key,
+        ))
+        // Outermost: it sees every error of `/v1/messages`, the key check's too.
+        .route_layer(axum::middleware::from_fn(
+            handlers::messages::anthropic_errors,
+        ));
     let admin = Router::new()
         .route("/workers", get(admin::list).post(admin::add))
         .route("/workers/{id}", axum::routing::delete(admin::remove))

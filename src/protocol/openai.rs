@@ -5,6 +5,7 @@
 mod prompt;
 mod request;
 mod response;
+pub mod responses;
 mod tools;
 
 pub use prompt::Prompt;

@@ -1,9 +1,9 @@
-//! A generation gathered into one OpenAI JSON answer (non-streaming clients).
+//! A generation gathered into one JSON answer in its API's shape (non-streaming clients).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::format::Formatter;
+use super::grammar::{Ending, Grammar, Whole};
 use super::Generation;
 use crate::error::GatewayError;
 use crate::reasoning::{self, Format};
@@ -12,20 +12,20 @@ use crate::tool_calls::{self, Reading};
 /// Errors are rendered here rather than returned: the generation has already counted them.
 /// With a reasoning `Format`, the text is split into the message's reasoning and content; with
 /// a tool-call `Reading`, that content is read for calls.
-pub async fn respond(
+pub async fn respond<G: Grammar>(
     mut generation: Generation,
-    format: Formatter,
+    grammar: G,
     reasoning: Option<Format>,
     tools: Option<Reading>,
 ) -> Response {
     let mut text = String::new();
-    let mut finish = "stop";
+    let mut finish = None;
     loop {
         match generation.next().await {
             Ok(Some(delta)) => {
                 text.push_str(&delta.text);
-                if let Some(f) = &delta.finish {
-                    finish = f.openai();
+                if delta.finish.is_some() {
+                    finish = delta.finish;
                 }
             }
             Ok(None) => break,
@@ -40,14 +40,28 @@ pub async fn respond(
         }
         None => (None, text),
     };
+    let ending = |called: bool| match &finish {
+        Some(f) => Ending::new(f, called),
+        None => Ending::stopped(),
+    };
     let body = match tools {
         Some(reading) => {
             let parsed = tool_calls::parse_whole(&reading, &content);
-            let finish = with_calls(finish, !parsed.calls.is_empty());
-            let calls = Some(&parsed.calls[..]);
-            format.complete(&parsed.content, reasoning.as_deref(), calls, finish, usage)
+            grammar.whole(Whole {
+                content: &parsed.content,
+                reasoning: reasoning.as_deref(),
+                calls: Some(&parsed.calls),
+                ending: ending(!parsed.calls.is_empty()),
+                usage,
+            })
         }
-        None => format.complete(&content, reasoning.as_deref(), None, finish, usage),
+        None => grammar.whole(Whole {
+            content: &content,
+            reasoning: reasoning.as_deref(),
+            calls: None,
+            ending: ending(false),
+            usage,
+        }),
     };
     (
         StatusCode::OK,

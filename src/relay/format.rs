@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::grammar::{Ending, Grammar, Whole};
 use crate::error::GatewayError;
 use crate::protocol::openai::{
     AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionDelta,
@@ -22,10 +23,12 @@ pub struct Formatter {
     pub id: String,
     pub created: u64,
     pub model: Arc<str>,
+    /// A stream ends with a usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
 }
 
 impl Formatter {
-    pub fn new(kind: Kind, rid: &str, model: Arc<str>) -> Formatter {
+    pub fn new(kind: Kind, rid: &str, model: Arc<str>, include_usage: bool) -> Formatter {
         let prefix = if kind == Kind::Chat {
             "chatcmpl-"
         } else {
@@ -40,6 +43,7 @@ impl Formatter {
             id: format!("{prefix}{rid}"),
             created,
             model,
+            include_usage,
         }
     }
 
@@ -262,6 +266,47 @@ impl Formatter {
             }),
         };
         out.unwrap_or_default()
+    }
+}
+
+impl Grammar for Formatter {
+    fn start(&mut self, out: &mut Vec<u8>, _usage: &Usage) {
+        self.role_chunk(out);
+    }
+
+    fn reasoning(&mut self, out: &mut Vec<u8>, text: &str) {
+        self.reasoning_chunk(out, text);
+    }
+
+    fn text(&mut self, out: &mut Vec<u8>, text: &str, finish: Option<&'static str>) {
+        // Chat closes with a chunk of its own; completions' finish rides on the last text.
+        if !text.is_empty() || (finish.is_some() && self.kind == Kind::Completion) {
+            self.text_chunk(out, text, finish);
+        }
+    }
+
+    fn tool_calls(&mut self, out: &mut Vec<u8>, calls: &[ToolCall]) {
+        self.tool_call_chunks(out, calls);
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>, ending: &Ending, usage: &Usage) {
+        self.finish_chunk(out, ending.reason);
+        if self.include_usage {
+            self.usage_chunk(out, usage);
+        }
+        out.extend_from_slice(sse::DONE);
+    }
+
+    fn error(&mut self, out: &mut Vec<u8>, err: &GatewayError) {
+        error_event(out, err);
+    }
+
+    fn cut(&mut self, out: &mut Vec<u8>, _usage: &Usage) {
+        out.extend_from_slice(sse::DONE);
+    }
+
+    fn whole(self, a: Whole<'_>) -> Vec<u8> {
+        self.complete(a.content, a.reasoning, a.calls, a.ending.reason, a.usage)
     }
 }
 

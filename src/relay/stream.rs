@@ -1,25 +1,23 @@
-//! A generation relayed as OpenAI SSE: role chunk, content (and reasoning, tool-call) deltas, finish chunk, optional
-//! usage chunk, `[DONE]`, driven by its own task (`pump`). The client leaving (or falling behind
-//! past the deadlines) drops the generation, which aborts the worker's request and releases its
-//! load.
+//! A generation relayed as a stream of its API's events ([`Grammar`]; for OpenAI: role chunk,
+//! content, reasoning and tool-call deltas, finish chunk, optional usage chunk, `[DONE]`),
+//! driven by its own task (`pump`). The client leaving (or falling behind past the deadlines)
+//! drops the generation, which aborts the worker's request and releases its load.
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use super::format::{Formatter, Kind};
+use super::grammar::{Ending, Grammar};
 use super::pump;
 use super::Generation;
 use crate::error::GatewayError;
 use crate::reasoning::{Format, Split, StreamSplitter};
-use crate::stream::sse;
 use crate::tool_calls::{Reading, StreamParser, ToolCall};
 
-struct State {
+struct State<G> {
     generation: Generation,
-    format: Formatter,
-    include_usage: bool,
+    grammar: G,
     started: bool,
     /// Splits the text into reasoning and content when a reasoning parser is on.
     reasoning: Option<StreamSplitter>,
@@ -27,10 +25,9 @@ struct State {
     tools: Option<StreamParser>,
 }
 
-pub fn respond(
+pub fn respond<G: Grammar>(
     generation: Generation,
-    format: Formatter,
-    include_usage: bool,
+    grammar: G,
     reasoning: Option<Format>,
     tools: Option<Reading>,
 ) -> Response {
@@ -38,8 +35,7 @@ pub fn respond(
     let shutdown = generation.relay().shutdown.subscribe();
     let state = State {
         generation,
-        format,
-        include_usage,
+        grammar,
         started: false,
         reasoning: reasoning.map(StreamSplitter::new),
         tools: tools.map(StreamParser::new),
@@ -47,34 +43,32 @@ pub fn respond(
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
         let mut out = Vec::with_capacity(512);
-        if !st.started {
-            st.started = true;
-            st.format.role_chunk(&mut out);
-        }
         let end = |out: Vec<u8>| Some((Bytes::from(out), None));
         loop {
-            match st.generation.next().await {
+            let next = st.generation.next().await;
+            if !st.started {
+                st.started = true;
+                let usage = st.generation.usage();
+                st.grammar.start(&mut out, &usage);
+            }
+            match next {
                 Ok(Some(delta)) => {
                     let finish = delta.finish.as_ref().map(|f| f.openai());
                     let mut called = false;
                     if st.reasoning.is_some() || st.tools.is_some() {
                         let (split, calls) = st.read(&delta.text, finish.is_some());
-                        split_chunks(&st.format, &mut out, &split);
-                        st.format.tool_call_chunks(&mut out, &calls);
-                        called = !calls.is_empty();
-                    } else if !delta.text.is_empty()
-                        || (finish.is_some() && st.format.kind == Kind::Completion)
-                    {
-                        st.format.text_chunk(&mut out, &delta.text, finish);
-                    }
-                    if let Some(finish) = finish {
-                        let finish = super::collect::with_calls(finish, called);
-                        st.format.finish_chunk(&mut out, finish);
-                        if st.include_usage {
-                            let usage = st.generation.usage();
-                            st.format.usage_chunk(&mut out, &usage);
+                        split_events(&mut st.grammar, &mut out, &split);
+                        if !calls.is_empty() {
+                            st.grammar.tool_calls(&mut out, &calls);
                         }
-                        out.extend_from_slice(sse::DONE);
+                        called = !calls.is_empty();
+                    } else {
+                        st.grammar.text(&mut out, &delta.text, finish);
+                    }
+                    if let Some(reason) = &delta.finish {
+                        let usage = st.generation.usage();
+                        st.grammar
+                            .finish(&mut out, &Ending::new(reason, called), &usage);
                         return end(out);
                     }
                     if !out.is_empty() {
@@ -83,13 +77,16 @@ pub fn respond(
                 }
                 Ok(None) => {
                     let (split, calls) = st.read("", true);
-                    split_chunks(&st.format, &mut out, &split);
-                    st.format.tool_call_chunks(&mut out, &calls);
-                    out.extend_from_slice(sse::DONE);
+                    split_events(&mut st.grammar, &mut out, &split);
+                    if !calls.is_empty() {
+                        st.grammar.tool_calls(&mut out, &calls);
+                    }
+                    let usage = st.generation.usage();
+                    st.grammar.cut(&mut out, &usage);
                     return end(out);
                 }
                 Err(e) => {
-                    super::format::error_event(&mut out, &GatewayError::Upstream(e));
+                    st.grammar.error(&mut out, &GatewayError::Upstream(e));
                     return end(out);
                 }
             }
@@ -101,7 +98,7 @@ pub fn respond(
     resp
 }
 
-impl State {
+impl<G> State<G> {
     /// The next text through the parsers: the reasoning and content it makes certain, and at
     /// the `last` text what they held back and the calls.
     fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
@@ -138,12 +135,12 @@ fn append(split: &mut Split, more: Split) {
 }
 
 /// The reasoning first, then the content, each only when there is some (as SGLang).
-fn split_chunks(format: &Formatter, out: &mut Vec<u8>, split: &Split) {
+fn split_events<G: Grammar>(grammar: &mut G, out: &mut Vec<u8>, split: &Split) {
     if !split.reasoning.is_empty() {
-        format.reasoning_chunk(out, &split.reasoning);
+        grammar.reasoning(out, &split.reasoning);
     }
     if !split.content.is_empty() {
-        format.text_chunk(out, &split.content, None);
+        grammar.text(out, &split.content, None);
     }
 }
 

@@ -1,5 +1,5 @@
 //! `--api-key` on inference routes and `--admin-api-key` on admin routes: Bearer tokens
-//! compared in constant time.
+//! compared in constant time (the inference key also as Anthropic's `x-api-key` header).
 
 use std::sync::Arc;
 
@@ -26,13 +26,23 @@ fn bearer_matches(req: &Request, key: &str) -> bool {
     bool::from(given.as_bytes().ct_eq(key.as_bytes()))
 }
 
+/// Anthropic's clients send the key as `x-api-key`.
+fn x_api_key_matches(req: &Request, key: &str) -> bool {
+    match req.headers().get("x-api-key") {
+        Some(given) if !key.is_empty() => bool::from(given.as_bytes().ct_eq(key.as_bytes())),
+        _ => false,
+    }
+}
+
 pub async fn require_api_key(
     State(state): State<Arc<AppState>>,
     req: Request,
     next: Next,
 ) -> Response {
     match state.config.api_key.as_deref() {
-        Some(key) if !bearer_matches(&req, key) => GatewayError::Unauthorized.into_response(),
+        Some(key) if !bearer_matches(&req, key) && !x_api_key_matches(&req, key) => {
+            GatewayError::Unauthorized.into_response()
+        }
         _ => next.run(req).await,
     }
 }

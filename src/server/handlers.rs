@@ -2,4 +2,5 @@
 
 pub mod dispatch;
 pub mod generate;
+pub mod messages;
 pub mod openai;

@@ -154,6 +154,15 @@ pub fn write_json_event<T: Serialize>(out: &mut Vec<u8>, value: &T) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// Appends `event: <name>\ndata: <json>\n\n` to `out` (the named events of Anthropic's and
+/// the Responses API's streams).
+pub fn write_named_event<T: Serialize>(out: &mut Vec<u8>, name: &str, value: &T) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    write_json_event(out, value);
+}
+
 /// `data: <json>\n\n` as its own buffer.
 pub fn json_event<T: Serialize>(value: &T) -> Bytes {
     let mut out = Vec::with_capacity(256);

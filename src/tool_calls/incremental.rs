@@ -118,6 +118,16 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_stream_holds_everything_for_the_calls() {
+        let got = run(
+            ParserKind::Forced,
+            &["[{\"name\": \"f\", ", "\"parameters\": {}}]"],
+        );
+        assert_eq!(got.content, "");
+        assert_eq!(got.calls.len(), 1);
+    }
+
+    #[test]
     fn held_text_is_released_at_the_end() {
         let got = run(ParserKind::Hermes, &["a <tool_c"]);
         assert_eq!(got.content, "a <tool_c");

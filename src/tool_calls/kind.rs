@@ -14,6 +14,11 @@ pub enum ParserKind {
     /// open); one block that is not JSON makes the whole text content, with no calls.
     #[value(name = "hermes")]
     Hermes,
+    /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
+    /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
+    /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
+    #[value(skip)]
+    Forced,
 }
 
 impl ParserKind {
@@ -21,6 +26,7 @@ impl ParserKind {
         match self {
             ParserKind::Qwen25 => "qwen25",
             ParserKind::Hermes => "hermes",
+            ParserKind::Forced => "forced",
         }
     }
 
@@ -29,6 +35,8 @@ impl ParserKind {
         match self {
             ParserKind::Qwen25 => "<tool_call>\n",
             ParserKind::Hermes => "<tool_call>",
+            // All of a forced output is the calls.
+            ParserKind::Forced => "",
         }
     }
 
@@ -37,6 +45,7 @@ impl ParserKind {
         match self {
             ParserKind::Qwen25 => "\n</tool_call>",
             ParserKind::Hermes => "</tool_call>",
+            ParserKind::Forced => "",
         }
     }
 }

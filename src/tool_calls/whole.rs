@@ -12,6 +12,9 @@ use crate::tokenize::python_json_dumps;
 
 pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
     let kind = reading.kind;
+    if kind == ParserKind::Forced {
+        return forced(reading, text);
+    }
     let Some(first) = text.find(kind.start()) else {
         return Parsed {
             content: text.to_owned(),
@@ -25,6 +28,27 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         },
         // No call read (SGLang's `parse_non_stream`), or its parser raised: the whole text is
         // the answer.
+        _ => Parsed {
+            content: text.to_owned(),
+            calls: Vec::new(),
+        },
+    }
+}
+
+/// A forced choice's output, as SGLang's `_process_tool_calls` reads it: the JSON list of
+/// calls; text that is not one (a cut generation) is all content.
+fn forced(reading: &Reading, text: &str) -> Parsed {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Array(_)) => match from_json(v, &reading.tool_names) {
+            Some(calls) => Parsed {
+                content: String::new(),
+                calls,
+            },
+            None => Parsed {
+                content: text.to_owned(),
+                calls: Vec::new(),
+            },
+        },
         _ => Parsed {
             content: text.to_owned(),
             calls: Vec::new(),
@@ -147,6 +171,27 @@ mod tests {
             (p.content.as_str(), p.calls.len()),
             ("a <tool_call>\n[1]\n</tool_call>", 0)
         );
+    }
+
+    #[test]
+    fn a_forced_output_is_the_json_list_of_calls() {
+        let r = reading(ParserKind::Forced);
+        let p = parse_whole(
+            &r,
+            r#"[{"name": "get_weather", "parameters": {"city": "Zürich"}}]"#,
+        );
+        assert_eq!(
+            p,
+            Parsed {
+                content: String::new(),
+                calls: vec![ToolCall {
+                    name: "get_weather".into(),
+                    arguments: "{\"city\": \"Zürich\"}".into()
+                }]
+            }
+        );
+        let cut = r#"[{"name": "get_weather", "param"#;
+        assert_eq!(parse_whole(&r, cut).content, cut);
     }
 
     #[test]

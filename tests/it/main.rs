@@ -15,6 +15,7 @@ mod admission;
 mod config_file;
 mod discovery;
 mod ending;
+mod front_doors;
 mod gateway_core;
 pub mod hostile_input;
 mod hub_tokenizers;

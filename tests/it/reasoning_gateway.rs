@@ -138,3 +138,86 @@ async fn without_a_parser_the_text_is_all_content() {
         assert_eq!(got, (None, Some(THINKING.to_owned())), "stream={stream}");
     }
 }
+
+/// The reasoning on the other front doors: Anthropic `thinking` blocks (`thinking_delta`s in a
+/// stream), Responses `reasoning` items (`response.reasoning_text.delta`s); and Anthropic's
+/// `thinking: disabled` turns the template's (and the parser's) `enable_thinking` off.
+#[tokio::test]
+async fn messages_and_responses_carry_the_reasoning_apart() {
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&sim], &["--reasoning-parser", "qwen3"]).await;
+    for (m, out) in [("six times seven", THINKING), ("no tags", "Just 42.")] {
+        let rule = json!({"match": m, "output": out});
+        let r = support::post(format!("{}/sim/script", sim.url), &rule).await;
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let q = "what is six times seven?";
+    let m = json!({"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": q}]});
+    let v: Value = support::post(format!("{}/v1/messages", gw.url), &m)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["content"],
+        json!([{"type": "thinking", "thinking": "Six times seven: 6*7 = 42 🦙.\n", "signature": ""},
+               {"type": "text", "text": "The answer is 42."}]),
+        "{v}"
+    );
+    let mut streamed = m.clone();
+    streamed["stream"] = json!(true);
+    let text = support::post(format!("{}/v1/messages", gw.url), &streamed)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let (mut thinking, mut answer) = (String::new(), String::new());
+    for d in support::sse_data(&text) {
+        let v: Value = serde_json::from_str(&d).unwrap();
+        thinking.push_str(v["delta"]["thinking"].as_str().unwrap_or_default());
+        answer.push_str(v["delta"]["text"].as_str().unwrap_or_default());
+    }
+    assert_eq!(
+        (thinking.as_str(), answer.as_str()),
+        ("\nSix times seven: 6*7 = 42 🦙.\n", "\n\nThe answer is 42.")
+    );
+    // qwen3 starts inside the reasoning unless thinking is off: an untagged answer is all
+    // thinking by default, all text with `thinking: disabled`.
+    let untagged = |thinking: Value| {
+        let mut b = json!({"model": MODEL, "max_tokens": 64,
+            "messages": [{"role": "user", "content": "no tags please"}]});
+        if !thinking.is_null() {
+            b["thinking"] = thinking;
+        }
+        b
+    };
+    for (thinking, block) in [
+        (
+            Value::Null,
+            json!({"type": "thinking", "thinking": "Just 42.", "signature": ""}),
+        ),
+        (
+            json!({"type": "disabled"}),
+            json!({"type": "text", "text": "Just 42."}),
+        ),
+    ] {
+        let v: Value = support::post(format!("{}/v1/messages", gw.url), &untagged(thinking))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["content"], json!([block]), "{v}");
+    }
+    let r = json!({"model": MODEL, "input": q, "max_output_tokens": 64});
+    let v: Value = support::post(format!("{}/v1/responses", gw.url), &r)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["output"][0]["type"], "reasoning", "{v}");
+    assert_eq!(
+        v["output"][0]["content"][0]["text"],
+        "Six times seven: 6*7 = 42 🦙.\n"
+    );
+    assert_eq!(v["output"][1]["content"][0]["text"], "The answer is 42.");
+}

@@ -173,12 +173,12 @@ pub struct ModelCard<'a> {
 }
 
 /// `{"error":{"message","type","param","code"}}`
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorDetail {
     pub message: String,
     #[serde(rename = "type")]

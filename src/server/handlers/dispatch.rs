@@ -18,6 +18,7 @@ use crate::metrics::Endpoint;
 use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::Spec;
+use crate::relay::grammar::Grammar;
 use crate::relay::passthrough::{self, Forward};
 use crate::relay::{collect, stream, Generation};
 use crate::routing::session_key;
@@ -65,7 +66,6 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         Endpoint::Completions
     };
     let p = req.prepared;
-    let session = session_key(req.headers, p.user.as_deref()).map(str::to_owned);
     if p.forward || app.config.backend == BackendKind::Openai {
         let path = if req.kind == Kind::Chat {
             "/v1/chat/completions"
@@ -83,7 +83,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             path,
             body,
             prompt_ids: &p.prompt_ids,
-            session_key: session.as_deref(),
+            session_key: session_key(req.headers, p.user.as_deref()),
             rid,
             abort,
             endpoint,
@@ -91,25 +91,43 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         };
         return passthrough::forward(&app.relay, forward).await;
     }
+    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name), p.include_usage);
+    let native = Native {
+        headers: req.headers,
+        id: req.id,
+        endpoint,
+        start: req.start,
+    };
+    native_path(app, native, p, format).await
+}
+
+/// A request on the token-id path, whatever API it came in by.
+pub struct Native<'a> {
+    pub headers: &'a HeaderMap,
+    pub id: &'a RequestId,
+    pub endpoint: Endpoint,
+    pub start: Instant,
+}
+
+/// The token-id path: the generation through the one exchange core (routing, retries,
+/// migration, deadlines, metrics under `endpoint`), relayed in `grammar`'s API.
+pub async fn native_path<G: Grammar>(
+    app: &Arc<AppState>,
+    req: Native<'_>,
+    p: Prepared,
+    grammar: G,
+) -> Result<Response, GatewayError> {
     let spec = Spec {
-        rid: rid.clone(),
+        rid: req.id.rid.clone(),
         prompt: p.prompt_ids,
         params: p.params,
-        session_key: session,
+        session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
     };
-    let generation = Generation::start(&app.relay, spec, endpoint, req.start).await?;
-    // Our rid, not the client's: a response id must be unique, and a client may reuse its own.
-    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name));
+    let generation = Generation::start(&app.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {
-        stream::respond(
-            generation,
-            format,
-            p.include_usage,
-            p.reasoning,
-            p.tool_calls,
-        )
+        stream::respond(generation, grammar, p.reasoning, p.tool_calls)
     } else {
-        collect::respond(generation, format, p.reasoning, p.tool_calls).await
+        collect::respond(generation, grammar, p.reasoning, p.tool_calls).await
     })
 }
 

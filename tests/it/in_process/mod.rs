@@ -3,9 +3,11 @@
 //! here comes from the gateway itself: validation, auth, admission of the route, info routes.
 
 mod bad_input;
+mod front_doors;
 mod hostile_input;
 mod info;
 mod keys;
+mod responses_input;
 
 use std::sync::Arc;
 
