@@ -1,6 +1,8 @@
-//! Wire types: what clients send us (OpenAI) and what we exchange with SGLang workers.
+//! Wire types: what clients send us (OpenAI) and what we exchange with SGLang workers (JSON
+//! over HTTP, or SGLang's gRPC service).
 //! No I/O here.
 
 pub mod openai;
 pub mod sampling;
 pub mod sglang;
+pub mod grpc;
