@@ -4,15 +4,17 @@
 //!
 //! Inside, bottom to top: `reliability` (settings, deadlines, backoff) → `exchange` (a request's
 //! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
-//! `generation` (token ids over `/generate`, with migration) and `passthrough` (bodies
-//! forwarded as they are, `observe` reading their token counts) → `format`, `stream`,
-//! `collect` (what the client sees of a generation); `pump` drives a streamed body on its own
-//! task, so deadlines fire whether or not the client reads.
+//! `generation` (token ids over `/generate` or gRPC `Generate`, with migration) and
+//! `passthrough` (bodies forwarded as they are, `observe` reading their token counts) →
+//! `format`, `stream`, `collect`, `native` (what the client sees of a generation: OpenAI, or
+//! SGLang's `/generate` shape); `pump` drives a streamed body on its own task, so deadlines
+//! fire whether or not the client reads.
 
 pub mod collect;
 pub mod exchange;
 pub mod format;
 pub mod generation;
+pub mod native;
 mod observe;
 pub mod passthrough;
 mod pump;

@@ -140,6 +140,13 @@ impl Generation {
         )
     }
 
+    /// Every output id relayed so far, over all legs.
+    pub fn output_ids(&self) -> Vec<u32> {
+        let mut ids = self.earlier_ids.clone();
+        ids.extend_from_slice(self.upstream.output_ids());
+        ids
+    }
+
     /// The next delta; `Ok(None)` after the finishing one.
     pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
         loop {

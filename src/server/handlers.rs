@@ -2,4 +2,5 @@
 
 pub mod dispatch;
 pub mod generate;
+pub mod generate_grpc;
 pub mod openai;
