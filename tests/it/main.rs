@@ -16,6 +16,7 @@ mod config_file;
 mod discovery;
 mod ending;
 mod gateway_core;
+mod grpc_workers;
 pub mod hostile_input;
 mod hub_tokenizers;
 mod layering;
