@@ -86,7 +86,7 @@ pub fn evaluate(pod: &Pod, rules: &Rules) -> PodState {
         },
     };
     PodState::Serving {
-        url: format!("http://{host}:{port}"),
+        url: format!("{}://{host}:{port}", rules.scheme),
         model,
     }
 }
@@ -113,6 +113,7 @@ mod tests {
         Rules {
             selector: vec![("app".into(), "sglang".into())],
             port: 8000,
+            scheme: "http".into(),
             model_source: source,
         }
     }
