@@ -2,7 +2,7 @@
 //! over HTTP, or SGLang's gRPC service).
 //! No I/O here.
 
+pub mod grpc;
 pub mod openai;
 pub mod sampling;
 pub mod sglang;
-pub mod grpc;

@@ -104,6 +104,7 @@ mod tests {
             service_discovery_port: 8000,
             service_discovery_resync_secs: 60,
             model_id_from: model.map(str::to_owned),
+            service_discovery_protocol: "http".into(),
         }
     }
 

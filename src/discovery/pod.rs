@@ -165,6 +165,17 @@ mod tests {
                 model: Some("m".into())
             }
         );
+        let grpc = Rules {
+            scheme: "grpc".into(),
+            ..rules(ModelSource::Worker)
+        };
+        assert_eq!(
+            evaluate(&p, &grpc),
+            PodState::Serving {
+                url: "grpc://10.0.0.7:8000".into(),
+                model: None
+            }
+        );
         let p = pod(
             json!({"metadata": {"annotations": {PORT_ANNOTATION: "30001", "m": "x"}},
                            "status": {"podIP": "fd00::1"}}),

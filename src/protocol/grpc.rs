@@ -43,7 +43,9 @@ pub fn to_proto(p: &SamplingParams) -> pb::SamplingParams {
     pb::SamplingParams {
         temperature: p.temperature.unwrap_or(1.0) as f32,
         top_p: p.top_p.unwrap_or(1.0) as f32,
-        top_k: p.top_k.map_or(-1, |k| k.clamp(-1, i64::from(i32::MAX)) as i32),
+        top_k: p
+            .top_k
+            .map_or(-1, |k| k.clamp(-1, i64::from(i32::MAX)) as i32),
         min_p: p.min_p.unwrap_or(0.0) as f32,
         frequency_penalty: p.frequency_penalty.unwrap_or(0.0) as f32,
         presence_penalty: p.presence_penalty.unwrap_or(0.0) as f32,

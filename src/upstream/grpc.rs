@@ -49,10 +49,7 @@ impl Channels {
 
     /// The worker's client on its shared connection.
     pub fn client(&self, worker: &Origin) -> Result<SchedulerClient, UpstreamError> {
-        let mut map = self
-            .by_authority
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_authority.lock().unwrap_or_else(|e| e.into_inner());
         let channel = match map.get(worker.authority()) {
             Some(c) => c.clone(),
             None => {
@@ -78,10 +75,7 @@ impl Channels {
 
     /// Forgets a removed worker's connection (it closes once its last call ends).
     pub fn forget(&self, worker: &Origin) {
-        let mut map = self
-            .by_authority
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_authority.lock().unwrap_or_else(|e| e.into_inner());
         map.remove(worker.authority());
     }
 }
@@ -156,11 +150,7 @@ fn is_connect_failure(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// `HealthCheck` under `timeout`: healthy, or why not.
-pub async fn health(
-    channels: &Channels,
-    worker: &Origin,
-    timeout: Duration,
-) -> Result<(), String> {
+pub async fn health(channels: &Channels, worker: &Origin, timeout: Duration) -> Result<(), String> {
     let mut client = channels.client(worker).map_err(|e| e.to_string())?;
     let call = client.health_check(pb::HealthCheckRequest {});
     match tokio::time::timeout(timeout, call).await {
@@ -192,7 +182,12 @@ pub async fn model_info(
     timeout: Duration,
 ) -> Result<pb::GetModelInfoResponse, UpstreamError> {
     let mut client = channels.client(worker)?;
-    unary(worker, timeout, client.get_model_info(pb::GetModelInfoRequest {})).await
+    unary(
+        worker,
+        timeout,
+        client.get_model_info(pb::GetModelInfoRequest {}),
+    )
+    .await
 }
 
 /// `Abort` for `rid` (the servicer matches by prefix, as SGLang's scheduler does).
@@ -254,7 +249,11 @@ mod tests {
             UpstreamError::Connect { .. }
         ));
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        let mid = status_error(&w, tonic::Status::from_error(Box::new(reset)), Phase::Stream);
+        let mid = status_error(
+            &w,
+            tonic::Status::from_error(Box::new(reset)),
+            Phase::Stream,
+        );
         assert!(mid.is_disconnect());
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
         let early = status_error(&w, tonic::Status::from_error(Box::new(reset)), Phase::Call);

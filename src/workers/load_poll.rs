@@ -63,7 +63,10 @@ async fn poll(
             let r = crate::upstream::grpc::loads(client.grpc(), &worker.origin, timeout)
                 .await
                 .ok()?;
-            ((load_report::grpc_loads(&r), LoadSource::GrpcGetLoads), None)
+            (
+                (load_report::grpc_loads(&r), LoadSource::GrpcGetLoads),
+                None,
+            )
         }
         Source::None => return None,
     };

@@ -66,7 +66,9 @@ async fn chat_completions_and_generate_through_grpc_workers() {
         .await;
         assert_eq!(r.status().as_u16(), 200);
         let v: Value = r.json().await.expect("json");
-        let content = v["choices"][0]["message"]["content"].as_str().expect("content");
+        let content = v["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content");
         assert_eq!(tok.encode(content, false).expect("encode").len(), 12, "{v}");
         assert_eq!(v["usage"]["completion_tokens"], 12);
         assert_eq!(v["choices"][0]["finish_reason"], "length");
@@ -269,6 +271,36 @@ async fn a_stopped_grpc_worker_is_excluded_by_its_health_check() {
     support::eventually("the stopped worker excluded", || async {
         let m = support::metrics_text(&gw.url).await;
         support::metric_sum(&m, "switchboard_worker_healthy") == 1.0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_grpc_worker_added_at_run_time_serves_and_reports_its_load() {
+    let a = support::grpc_sim(&["--decode-base-us", "20000"]).await;
+    let gw = support::gateway(&[], &["--load-poll-interval-ms", "50"]).await;
+    let r = support::post(format!("{}/workers", gw.url), &json!({"url": a.url})).await;
+    assert_eq!(r.status().as_u16(), 201);
+    support::ready(&gw).await;
+    // A long generation keeps the engine busy: its GetLoads shows it running.
+    let mut long = support::post(
+        format!("{}/v1/chat/completions", gw.url),
+        &chat("busy", 500, true),
+    )
+    .await;
+    long.chunk().await.expect("a first chunk");
+    support::eventually("GetLoads reports the running request", || async {
+        let v: Value = support::client()
+            .get(format!("{}/workers", gw.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let w = &v["workers"][0];
+        w["engine_load"]["running_requests"] == 1
+            && w["engine_load_sources"]["running_requests"] == "grpc_get_loads"
     })
     .await;
 }

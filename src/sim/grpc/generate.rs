@@ -110,9 +110,10 @@ impl Streamed {
                 Err(_die) => {
                     self.over = true;
                     let mut status = Status::new(Code::Unavailable, "injected fault: reset");
-                    status
-                        .metadata_mut()
-                        .insert(RESET_MARKER, tonic::metadata::MetadataValue::from_static("1"));
+                    status.metadata_mut().insert(
+                        RESET_MARKER,
+                        tonic::metadata::MetadataValue::from_static("1"),
+                    );
                     return Some(Err(status));
                 }
             };
@@ -156,7 +157,11 @@ impl Streamed {
     /// from the same engine output); not streamed, all of them.
     fn complete(&self) -> pb::GenerateResponse {
         let output_ids = if self.stream {
-            self.run.output_ids().get(self.sent..).unwrap_or(&[]).to_vec()
+            self.run
+                .output_ids()
+                .get(self.sent..)
+                .unwrap_or(&[])
+                .to_vec()
         } else {
             self.run.output_ids().to_vec()
         };

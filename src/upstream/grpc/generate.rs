@@ -64,8 +64,7 @@ pub async fn start(
         worker: Arc::clone(worker),
         ids: Vec::new(),
         completion_tokens: 0,
-        detok: decoder
-            .unwrap_or_else(|| tokenizer.incremental_decoder(true, params.stop.clone())),
+        detok: decoder.unwrap_or_else(|| tokenizer.incremental_decoder(true, params.stop.clone())),
         stopped_here: false,
         finished: false,
     })
@@ -83,9 +82,7 @@ impl GrpcStream {
             };
             let message = match stream.message().await {
                 Ok(Some(m)) => m,
-                Ok(None) => {
-                    return Err(self.broken("stream ended before the generation finished"))
-                }
+                Ok(None) => return Err(self.broken("stream ended before the generation finished")),
                 Err(s) => return Err(status_error(&self.worker, s, Phase::Stream)),
             };
             let delta = match message.response {

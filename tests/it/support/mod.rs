@@ -216,7 +216,9 @@ pub async fn sim(extra: &[&str]) -> Proc {
 /// (for `--worker-urls`), `metrics_url` its HTTP side port (`/metrics`, `/sim/faults`,
 /// `/sim/requests`, `/v1/loads`: what the HTTP helpers read).
 pub async fn grpc_sim(extra: &[&str]) -> Proc {
-    let mut args: Vec<String> = ["sim", "--grpc-mode", "--port", "0"].map(String::from).to_vec();
+    let mut args: Vec<String> = ["sim", "--grpc-mode", "--port", "0"]
+        .map(String::from)
+        .to_vec();
     args.extend(extra.iter().map(|s| s.to_string()));
     let p = start(args, &[], GRPC_SIM_LISTENING).await;
     wait_ok(&format!("{}/health", p.http_url())).await;
