@@ -102,8 +102,16 @@ async fn terminate_signal() {
 pub async fn sim(opts: SimOptions) -> Result<(), String> {
     init_logging("info", false);
     let sim = crate::sim::start(opts).await.map_err(|e| e.to_string())?;
+    // `--grpc-mode`: the HTTP side port first, so the last line is the worker's own address.
+    let scheme = match sim.metrics_addr {
+        Some(side) => {
+            println!("switchboard sim HTTP routes (metrics) listening on http://{side}");
+            "grpc"
+        }
+        None => "http",
+    };
     println!(
-        "switchboard sim (simulated SGLang worker) listening on http://{}",
+        "switchboard sim (simulated SGLang worker) listening on {scheme}://{}",
         sim.addr
     );
     tokio::select! {

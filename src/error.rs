@@ -43,6 +43,10 @@ pub enum GatewayError {
     Route(#[from] RouteError),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// A request only a worker's own HTTP route can serve (forwarded as it is: see `prepare`),
+    /// and no HTTP worker to send it to: `grpc://` workers have no such route.
+    #[error("this request needs a worker's own {route} route (the gateway forwards it as it is), and every worker is a gRPC worker, which has none: add an http:// worker, or leave out what makes the gateway forward it (logprobs, n > 1, tool choices it does not parse, a batch, …)")]
+    NeedsHttpWorker { route: &'static str },
     #[error("Incorrect API key provided")]
     Unauthorized,
     #[error("not found")]
@@ -73,7 +77,8 @@ impl GatewayError {
             GatewayError::InvalidField(_)
             | GatewayError::InvalidBody { .. }
             | GatewayError::ContextLength { .. }
-            | GatewayError::PromptTextTooLong { .. } => StatusCode::BAD_REQUEST,
+            | GatewayError::PromptTextTooLong { .. }
+            | GatewayError::NeedsHttpWorker { .. } => StatusCode::BAD_REQUEST,
             GatewayError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             GatewayError::PayloadTooLarge { .. } | GatewayError::TooManyJsonItems { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -102,6 +107,9 @@ impl GatewayError {
                 ("invalid_request_error", Some("payload_too_large"))
             }
             GatewayError::NotFound => ("invalid_request_error", Some("not_found")),
+            GatewayError::NeedsHttpWorker { .. } => {
+                ("invalid_request_error", Some("unsupported_on_grpc_workers"))
+            }
             GatewayError::Forbidden => ("invalid_request_error", Some("forbidden")),
             GatewayError::MethodNotAllowed => ("invalid_request_error", Some("method_not_allowed")),
             GatewayError::Route(_) => ("service_unavailable", Some("no_worker_available")),

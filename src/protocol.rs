@@ -1,7 +1,8 @@
-//! Wire types: what clients send us (OpenAI, Anthropic) and what we exchange with SGLang workers.
-//! No I/O here.
+//! Wire types: what clients send us (OpenAI, Anthropic) and what we exchange with SGLang workers
+//! (JSON over HTTP, or SGLang's gRPC service). No I/O here.
 
 pub mod anthropic;
+pub mod grpc;
 pub mod openai;
 pub mod sampling;
 pub mod sglang;

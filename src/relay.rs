@@ -4,11 +4,12 @@
 //!
 //! Inside, bottom to top: `reliability` (settings, deadlines, backoff) → `exchange` (a request's
 //! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
-//! `generation` (token ids over `/generate`, with migration) and `passthrough` (bodies
-//! forwarded as they are, `observe` reading their token counts) → `grammar` (one API's events
-//! and objects: `format` for OpenAI chat and completions, `messages` for Anthropic, `responses`
-//! for OpenAI Responses) → `stream`, `collect` (what the client sees of a generation); `pump`
-//! drives a streamed body on its own task, so deadlines fire whether or not the client reads.
+//! `generation` (token ids over `/generate` or gRPC `Generate`, with migration) and
+//! `passthrough` (bodies forwarded as they are, `observe` reading their token counts) →
+//! `grammar` (one API's events and objects: `format` for OpenAI chat and completions,
+//! `messages` for Anthropic, `responses` for OpenAI Responses) → `stream`, `collect`, `native`
+//! (SGLang's `/generate` shape); `pump` drives a streamed body on its own task, so deadlines
+//! fire whether or not the client reads.
 
 pub mod collect;
 pub mod exchange;
@@ -16,6 +17,7 @@ pub mod format;
 pub mod generation;
 pub mod grammar;
 pub mod messages;
+pub mod native;
 mod observe;
 pub mod passthrough;
 mod pump;

@@ -21,12 +21,14 @@
 //! - `generate`: the native `/generate` route.
 //! - `openai`: `/v1/chat/completions` and `/v1/completions`.
 //! - `server`: the router, and the info and admin routes.
+//! - `grpc`: `--grpc-mode`, the same engine over SGLang's gRPC service.
 //! - this file: `switchboard sim`'s options, and `start`.
 
 mod driver;
 pub mod engine;
 pub mod faults;
 mod generate;
+mod grpc;
 mod logprobs;
 mod metrics;
 mod openai;
@@ -129,6 +131,13 @@ pub struct SimOptions {
     /// Decode cost per 1,000 context tokens in the batch, µs.
     #[arg(long)]
     pub decode_per_1k_ctx_us: Option<f64>,
+    /// Serve SGLang's gRPC service (`SglangScheduler`, as `--grpc-mode`) on `--port` instead
+    /// of HTTP; the HTTP routes (`/metrics`, `/sim/…`) move to `--metrics-port`.
+    #[arg(long)]
+    pub grpc_mode: bool,
+    /// With `--grpc-mode`: the HTTP side port (0 picks a free one; the address is printed).
+    #[arg(long, default_value_t = 0)]
+    pub metrics_port: u16,
     #[command(flatten)]
     pub speculative: engine::speculative::SpeculativeArgs,
     #[command(flatten)]
@@ -183,6 +192,8 @@ impl SimOptions {
 pub struct SimHandle {
     pub addr: SocketAddr,
     pub task: tokio::task::JoinHandle<()>,
+    /// `--grpc-mode`: where the HTTP routes are served (`addr` speaks gRPC).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Binds, starts the engine and serves in the background.
@@ -240,13 +251,20 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
     let faults_state = Arc::clone(&state);
     let listener = crate::net::Listener::new(tcp)
         .with_refuse_switch(Arc::new(move || faults_state.faults.refuse_connections()));
+    if opts.grpc_mode {
+        return grpc::start(state, listener, local, &opts.host, opts.metrics_port).await;
+    }
     let app = server::router(state);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "simulator server stopped");
         }
     });
-    Ok(SimHandle { addr: local, task })
+    Ok(SimHandle {
+        addr: local,
+        task,
+        metrics_addr: None,
+    })
 }
 
 /// SGLang's server args for speculation (`null`s without it), with the model's constants under

@@ -1,12 +1,15 @@
 //! Talking to workers: the pooled HTTP client, SGLang's native `/generate`, OpenAI-compatible
-//! passthrough, and aborting a worker's request. The one place that reads a failure's status
+//! passthrough, SGLang's gRPC service for `grpc://` workers (`grpc`), and aborting a worker's
+//! request. The one place that reads a failure's status
 //! number: everything above asks the error whether a retry is safe and whose fault it was.
 
 pub mod abort;
 pub mod client;
 pub mod first_event;
 pub mod generate;
+pub mod grpc;
 pub mod origin;
+pub mod tokens;
 
 use axum::http::StatusCode;
 

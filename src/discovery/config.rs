@@ -22,6 +22,9 @@ pub struct DiscoveryConfig {
     /// Where a pod's model name comes from: `label:KEY` or `annotation:KEY`. Default: the worker's own `/v1/models`.
     #[arg(long)]
     pub model_id_from: Option<String>,
+    /// How the discovered workers are spoken to: `http`, or `grpc` (SGLang's gRPC service).
+    #[arg(long, default_value = "http", value_parser = ["http", "grpc"])]
+    pub service_discovery_protocol: String,
 }
 
 /// Where a discovered pod's model name is read from.
@@ -38,6 +41,8 @@ pub enum ModelSource {
 pub struct Rules {
     pub selector: Vec<(String, String)>,
     pub port: u16,
+    /// The workers' URL scheme: `http` or `grpc`.
+    pub scheme: String,
     pub model_source: ModelSource,
 }
 
@@ -71,6 +76,7 @@ impl DiscoveryConfig {
         Ok(Rules {
             selector,
             port: self.service_discovery_port,
+            scheme: self.service_discovery_protocol.clone(),
             model_source,
         })
     }
@@ -98,6 +104,7 @@ mod tests {
             service_discovery_port: 8000,
             service_discovery_resync_secs: 60,
             model_id_from: model.map(str::to_owned),
+            service_discovery_protocol: "http".into(),
         }
     }
 

@@ -86,7 +86,7 @@ pub fn evaluate(pod: &Pod, rules: &Rules) -> PodState {
         },
     };
     PodState::Serving {
-        url: format!("http://{host}:{port}"),
+        url: format!("{}://{host}:{port}", rules.scheme),
         model,
     }
 }
@@ -113,6 +113,7 @@ mod tests {
         Rules {
             selector: vec![("app".into(), "sglang".into())],
             port: 8000,
+            scheme: "http".into(),
             model_source: source,
         }
     }
@@ -162,6 +163,17 @@ mod tests {
             PodState::Serving {
                 url: "http://10.0.0.7:8000".into(),
                 model: Some("m".into())
+            }
+        );
+        let grpc = Rules {
+            scheme: "grpc".into(),
+            ..rules(ModelSource::Worker)
+        };
+        assert_eq!(
+            evaluate(&p, &grpc),
+            PodState::Serving {
+                url: "grpc://10.0.0.7:8000".into(),
+                model: None
             }
         );
         let p = pod(

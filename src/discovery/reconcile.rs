@@ -187,9 +187,22 @@ impl Reconciler {
         }
     }
 
-    /// The model ids a worker reports on `/v1/models`.
+    /// The model ids a worker reports on `/v1/models` (a gRPC worker: `GetModelInfo`).
     async fn worker_models(&self, url: &str) -> Result<Vec<String>, String> {
         let origin = Origin::parse(url)?;
+        if origin.is_grpc() {
+            let info = crate::upstream::grpc::model_info(
+                self.fleet.client.grpc(),
+                &origin,
+                MODEL_QUERY_TIMEOUT,
+            )
+            .await
+            .map_err(|e| format!("cannot read its model from GetModelInfo: {e}"))?;
+            return Ok([info.served_model_name, info.model_path]
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect());
+        }
         let (status, body) = self
             .fleet
             .client

@@ -17,7 +17,8 @@ use crate::metrics::{Endpoint, Stage};
 use crate::protocol::sglang::SamplingParams;
 use crate::routing::RouteRequest;
 use crate::tokenize::IncrementalDecoder;
-use crate::upstream::generate::{self, Delta, GenerateStream};
+use crate::upstream::generate::Delta;
+use crate::upstream::tokens::{self, TokenStream};
 use crate::upstream::UpstreamError;
 use crate::workers::WorkerId;
 
@@ -31,7 +32,7 @@ pub struct Spec {
 pub struct Generation {
     exchange: Exchange,
     spec: Spec,
-    upstream: GenerateStream,
+    upstream: TokenStream,
     /// The first chunk, read while opening the leg, not yet handed out.
     pending: Option<Delta>,
     /// Output ids relayed by earlier legs (the current leg's are in its stream).
@@ -139,6 +140,13 @@ impl Generation {
             n(u.completion_tokens),
             n(u.cached_tokens),
         )
+    }
+
+    /// Every output id relayed so far, over all legs.
+    pub fn output_ids(&self) -> Vec<u32> {
+        let mut ids = self.earlier_ids.clone();
+        ids.extend_from_slice(self.upstream.output_ids());
+        ids
     }
 
     /// The next delta; `Ok(None)` after the finishing one.
@@ -329,8 +337,9 @@ fn cut_overlap(text: &mut String, overlap: &mut String) {
     }
 }
 
-/// One leg through the retry loop: `/generate` with these ids, up to the first chunk. With a
-/// `decoder`, the leg's text is decoded from its ids, continuing from the decoder's state.
+/// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
+/// to the first chunk. With a `decoder`, the leg's text is decoded from its ids, continuing
+/// from the decoder's state.
 async fn open_leg(
     exchange: &mut Exchange,
     input_ids: &[u32],
@@ -339,7 +348,7 @@ async fn open_leg(
     rid: &str,
     decoder: Option<&IncrementalDecoder>,
     tried: &mut Vec<WorkerId>,
-) -> Result<(GenerateStream, Delta), GatewayError> {
+) -> Result<(TokenStream, Delta), GatewayError> {
     let relay = Arc::clone(exchange.relay());
     let target = Target {
         route: RouteRequest {
@@ -353,7 +362,7 @@ async fn open_leg(
         let relay = Arc::clone(&relay);
         async move {
             let started = Instant::now();
-            let mut up = generate::start(
+            let mut up = tokens::start(
                 &relay.client,
                 &worker.origin,
                 Arc::clone(&relay.tokenizer),

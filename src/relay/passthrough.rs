@@ -1,7 +1,8 @@
 //! Routes whose bodies we forward untouched (SGLang `/generate`, and OpenAI requests for
 //! `--backend openai` or features the gateway leaves to the worker): the worker's bytes go to
 //! the client as they arrive, while a light parse of each event feeds the latency metrics.
-//! Retries, deadlines and the ending are the [`Exchange`]'s, as on the token-id path.
+//! Retries, deadlines and the ending are the [`Exchange`]'s, as on the token-id path. Only HTTP
+//! workers get these: a `grpc://` worker has no such route.
 
 use crate::upstream::abort::Abort;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::metrics::{Endpoint, Stage};
 use crate::routing::RouteRequest;
 use crate::stream::sse::SseParser;
 use crate::upstream::{first_event, UpstreamError};
+use crate::workers::WorkerId;
 
 /// Largest non-streamed answer we buffer from a worker.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -44,6 +46,8 @@ pub struct Forward<'a> {
 }
 
 pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, GatewayError> {
+    // gRPC workers count as tried already: the retry loop picks among the HTTP ones.
+    let mut tried = grpc_workers(relay, f.path)?;
     // The exchange exists before the request goes out, so a client that leaves while we wait
     // for the worker's headers is counted (and the worker's request aborted) like any other.
     let mut ex = Exchange::new(relay, f.endpoint, f.start);
@@ -55,7 +59,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         rid: f.rid,
         abort: f.abort,
     };
-    let sent = retry::open(&mut ex, &target, &mut Vec::new(), |worker| {
+    let sent = retry::open(&mut ex, &target, &mut tried, |worker| {
         let client = relay.client.clone();
         let body = f.body.clone();
         async move {
@@ -204,6 +208,20 @@ impl Relayed {
         self.ex.usage = counts(&self.observer);
         data
     }
+}
+
+/// The gRPC workers, which a forwarded body cannot go to; an error if that is every worker.
+pub fn grpc_workers(relay: &Relay, route: &'static str) -> Result<Vec<WorkerId>, GatewayError> {
+    let workers = relay.router.registry().snapshot();
+    let grpc: Vec<WorkerId> = workers
+        .iter()
+        .filter(|w| w.origin.is_grpc())
+        .map(|w| w.id)
+        .collect();
+    if !grpc.is_empty() && grpc.len() == workers.len() {
+        return Err(GatewayError::NeedsHttpWorker { route });
+    }
+    Ok(grpc)
 }
 
 fn disconnected(ex: &Exchange, reason: String) -> UpstreamError {

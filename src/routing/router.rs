@@ -64,6 +64,8 @@ impl Router {
     /// Removes a worker: no new requests go to it; those in flight finish.
     pub fn remove_worker(&self, id: WorkerId) -> Option<Arc<Worker>> {
         let removed = self.registry.remove(id)?;
+        // A gRPC worker's connection goes with it once its last call ends.
+        self.client.grpc().forget(&removed.origin);
         self.policy.on_workers_changed(&self.registry.ids());
         self.metrics.forget_worker(removed.url());
         Some(removed)

@@ -3,4 +3,5 @@
 pub mod dispatch;
 pub mod generate;
 pub mod messages;
+pub mod generate_grpc;
 pub mod openai;

@@ -31,7 +31,8 @@ impl Abort {
 }
 
 /// Armed while a worker may still be generating for us; dropping it armed sends
-/// `/abort_request` for each rid (the client went away, or we gave up on the stream).
+/// `/abort_request` (a gRPC worker: the `Abort` RPC) for each rid (the client went away, or we
+/// gave up on the stream).
 pub struct AbortOnDrop {
     armed: Option<(Client, Arc<Origin>, Vec<String>)>,
 }
@@ -64,6 +65,14 @@ impl Drop for AbortOnDrop {
 }
 
 pub async fn send(client: &Client, worker: &Origin, rid: &str) {
+    if worker.is_grpc() {
+        let sent = super::grpc::abort(client.grpc(), worker, rid, Duration::from_secs(5)).await;
+        match sent {
+            Ok(()) => tracing::debug!(rid, worker = %worker.url, "aborted on worker"),
+            Err(e) => tracing::warn!(rid, worker = %worker.url, error = %e, "Abort RPC failed"),
+        }
+        return;
+    }
     let body = serde_json::json!({ "rid": rid, "abort_all": false }).to_string();
     let fut = client.post_json(worker, "/abort_request", Bytes::from(body));
     match tokio::time::timeout(Duration::from_secs(5), fut).await {

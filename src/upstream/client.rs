@@ -20,6 +20,8 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 #[derive(Clone, Debug)]
 pub struct Client {
     http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Connections to `grpc://` workers.
+    grpc: super::grpc::Channels,
 }
 
 impl Client {
@@ -41,7 +43,15 @@ impl Client {
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(1024)
             .build(connector);
-        Client { http }
+        Client {
+            http,
+            grpc: super::grpc::Channels::new(connect_timeout),
+        }
+    }
+
+    /// The connections to `grpc://` workers.
+    pub fn grpc(&self) -> &super::grpc::Channels {
+        &self.grpc
     }
 
     /// POSTs JSON and returns the response once its headers arrived. Non-2xx answers become
@@ -115,10 +125,6 @@ impl Client {
                 url: worker.url.clone(),
                 stage: "response",
             })?
-    }
-
-    pub async fn probe(&self, worker: &Origin, path: &str, timeout: Duration) -> bool {
-        matches!(self.get(worker, path, timeout).await, Ok((s, _)) if s.is_success())
     }
 }
 

@@ -1,5 +1,6 @@
 //! Where a worker listens: its base URL, checked once and kept ready for building request URIs.
-//! The wire client needs only this, so it stays below the worker registry.
+//! The wire client needs only this, so it stays below the worker registry. `grpc://host:port`
+//! (SMG's convention) names a worker that speaks SGLang's gRPC service instead of HTTP.
 
 use axum::http::Uri;
 
@@ -10,21 +11,23 @@ pub struct Origin {
     /// Parsed once so building a request URI is a concatenation.
     authority: String,
     https: bool,
+    grpc: bool,
 }
 
 impl Origin {
-    /// Worker URLs must be http or https with a host: no other schemes, no paths that would
-    /// change where requests land.
+    /// Worker URLs must be http, https or grpc with a host: no other schemes, no paths that
+    /// would change where requests land.
     pub fn parse(url: &str) -> Result<Origin, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("invalid worker URL `{url}`: {e}"))?;
-        let https = match uri.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
+        let (https, grpc) = match uri.scheme_str() {
+            Some("http") => (false, false),
+            Some("https") => (true, false),
+            Some("grpc") => (false, true),
             _ => {
                 return Err(format!(
-                    "worker URL `{url}` must start with http:// or https://"
+                    "worker URL `{url}` must start with http://, https:// or grpc://"
                 ))
             }
         };
@@ -42,7 +45,18 @@ impl Origin {
             url: url.trim_end_matches('/').to_owned(),
             authority,
             https,
+            grpc,
         })
+    }
+
+    /// The worker speaks SGLang's gRPC service (`grpc://`), not HTTP.
+    pub fn is_grpc(&self) -> bool {
+        self.grpc
+    }
+
+    /// `host:port`.
+    pub fn authority(&self) -> &str {
+        &self.authority
     }
 
     pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
@@ -70,8 +84,12 @@ mod tests {
             tls.uri("/generate").unwrap().to_string(),
             "https://worker.local:8443/generate"
         );
+        let grpc = Origin::parse("grpc://127.0.0.1:30001").unwrap();
+        assert!(grpc.is_grpc() && !tls.is_grpc());
+        assert_eq!(grpc.authority(), "127.0.0.1:30001");
         for bad in [
             "ftp://x",
+            "grpc://h:1/v1",
             "127.0.0.1:80",
             "http://",
             "http://h/v1",

@@ -1,4 +1,5 @@
-//! Active health checks: `GET /health` on every worker each interval, all probed concurrently
+//! Active health checks: `GET /health` (a gRPC worker: its `HealthCheck` RPC) on every worker
+//! each interval, all probed concurrently
 //! so one slow worker does not delay the others. Thresholds keep a flapping worker out: two
 //! failures in a row exclude a worker, and once excluded it needs two successes in a row to
 //! come back (a new worker needs one).
@@ -53,16 +54,16 @@ impl History {
 
 /// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
 pub async fn check_now(client: &Client, worker: &Worker) {
-    if client
-        .probe(&worker.origin, "/health", Duration::from_secs(5))
-        .await
-    {
+    if check(client, worker, Duration::from_secs(5)).await.is_ok() {
         worker.set_healthy(true);
     }
 }
 
-/// One `/health` probe; the error says why it failed.
+/// One `/health` probe (`HealthCheck` over gRPC); the error says why it failed.
 async fn check(client: &Client, worker: &Worker, timeout: Duration) -> Result<(), String> {
+    if worker.origin.is_grpc() {
+        return crate::upstream::grpc::health(client.grpc(), &worker.origin, timeout).await;
+    }
     match client.get(&worker.origin, "/health", timeout).await {
         Ok((status, _)) if status.is_success() => Ok(()),
         Ok((status, _)) => Err(format!("/health answered {status}")),

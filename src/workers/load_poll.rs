@@ -1,7 +1,8 @@
 //! Polling each worker's own load report: SGLang's `/v1/loads` (0.5.x; 0.5.9's lacks waiting
 //! tokens, which then come from its `/get_load`), else the deprecated `/get_load` list, else
 //! Prometheus gauges on `/metrics` (SGLang's or llama.cpp's); engines with none of them keep
-//! zeros and are routed on the gateway's own bookings alone. Parsing: `load_report`.
+//! zeros and are routed on the gateway's own bookings alone. A gRPC worker: its `GetLoads` RPC.
+//! Parsing: `load_report`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ enum Source {
     V1Loads,
     GetLoad,
     Metrics,
+    GrpcGetLoads,
     None,
 }
 
@@ -57,6 +59,15 @@ async fn poll(
             let r = load_report::metrics(std::str::from_utf8(&text).ok()?)?;
             ((r, LoadSource::Metrics), None)
         }
+        Source::GrpcGetLoads => {
+            let r = crate::upstream::grpc::loads(client.grpc(), &worker.origin, timeout)
+                .await
+                .ok()?;
+            (
+                (load_report::grpc_loads(&r), LoadSource::GrpcGetLoads),
+                None,
+            )
+        }
         Source::None => return None,
     };
     Some(load_report::merge(first, fallback))
@@ -68,7 +79,12 @@ async fn discover(
     worker: &Worker,
     timeout: Duration,
 ) -> (Source, Option<(EngineLoad, LoadSources)>) {
-    for source in [Source::V1Loads, Source::GetLoad, Source::Metrics] {
+    let sources: &[Source] = if worker.origin.is_grpc() {
+        &[Source::GrpcGetLoads]
+    } else {
+        &[Source::V1Loads, Source::GetLoad, Source::Metrics]
+    };
+    for &source in sources {
         if let Some(load) = poll(client, worker, source, timeout).await {
             return (source, Some(load));
         }

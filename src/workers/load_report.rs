@@ -2,7 +2,8 @@
 //! `/v1/loads` has every field and no `/get_load`; 0.5.9's `/v1/loads` has no
 //! `num_waiting_uncached_tokens`, so that figure comes from its deprecated `/get_load` (used KV
 //! plus waiting tokens, less the used KV `/v1/loads` gave). Each field is taken only from a
-//! source that sent it, and which source that was is kept for `GET /workers`.
+//! source that sent it, and which source that was is kept for `GET /workers`. A gRPC worker
+//! reports through its `GetLoads` RPC, the same figures as `/v1/loads`.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,8 @@ pub enum LoadSource {
     V1Loads,
     GetLoad,
     Metrics,
+    /// A gRPC worker's `GetLoads`.
+    GrpcGetLoads,
     /// No source sent it: the router counts it as zero.
     #[default]
     None,
@@ -103,6 +106,19 @@ pub fn get_load(body: &[u8], used_tokens: Option<u64>) -> Option<Reading> {
         waiting_tokens: Some(waiting_tokens),
         used_tokens: None,
     })
+}
+
+/// A gRPC worker's `GetLoads`, summed over its data-parallel ranks (proto3 sends every field).
+pub fn grpc_loads(r: &crate::protocol::grpc::pb::GetLoadsResponse) -> Reading {
+    let total = |f: fn(&crate::protocol::grpc::pb::SchedulerLoad) -> i32| {
+        Some(r.loads.iter().map(|l| f(l).max(0) as u64).sum())
+    };
+    Reading {
+        running: total(|l| l.num_running_reqs),
+        waiting: total(|l| l.num_waiting_reqs),
+        waiting_tokens: total(|l| l.num_waiting_uncached_tokens),
+        used_tokens: total(|l| l.num_used_tokens),
+    }
 }
 
 /// Prometheus gauges that say the same: SGLang's own, or llama.cpp's. Neither has waiting tokens.

@@ -17,6 +17,7 @@ mod discovery;
 mod ending;
 mod front_doors;
 mod gateway_core;
+mod grpc_workers;
 pub mod hostile_input;
 mod hub_tokenizers;
 mod layering;

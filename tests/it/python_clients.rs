@@ -118,6 +118,30 @@ async fn bench_serving_through_gateway() {
     }
 }
 
+/// The same clients through the gateway in front of two `grpc://` workers (sims in
+/// `--grpc-mode`): chat and completions on the token-id path, `/generate` translated.
+#[tokio::test]
+async fn openai_sdk_and_bench_serving_through_gateway_to_grpc_sims() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let (s1, s2) = (
+        support::grpc_sim(SIM_FAST).await,
+        support::grpc_sim(SIM_FAST).await,
+    );
+    let gw = support::gateway(&[&s1, &s2], &[]).await;
+    let r = support::python::run(
+        &py,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), support::MODEL.into()],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    for backend in BACKENDS {
+        bench(&py, &gw.url, backend, "random-ids").await;
+    }
+}
+
 #[tokio::test]
 async fn prefix_cache_visible_on_shared_prefix() {
     let Some(py) = support::python::interpreter() else {

@@ -1,5 +1,6 @@
 //! `POST /generate`: SGLang's native API passed through to a worker chosen on the request's
-//! `input_ids` (or its tokenized `text`).
+//! `input_ids` (or its tokenized `text`); in front of gRPC workers only, translated
+//! (`generate_grpc`).
 
 use crate::upstream::abort::Abort;
 use std::sync::Arc;
@@ -80,6 +81,13 @@ pub async fn generate(
         app.metrics
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
         let batch = batch_size(&req);
+        if super::generate_grpc::only_grpc_workers(&app) {
+            if batch.is_some() {
+                return Err(GatewayError::NeedsHttpWorker { route: "/generate" });
+            }
+            return super::generate_grpc::translated(&app, &headers, &id, req, prompt_ids, start)
+                .await;
+        }
         req.rest.insert("rid".into(), worker_rid(batch, &id.rid));
         let user = req
             .rest

@@ -66,6 +66,9 @@ pub fn repo_path(rel: &str) -> String {
 const SERVE_LISTENING: &str = "switchboard listening on http://";
 const SERVE_LISTENING_TLS: &str = "switchboard listening on https://";
 const SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on http://";
+const GRPC_SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on grpc://";
+/// A `--grpc-mode` sim's HTTP side port (its `/metrics`, `/sim/…`), printed before its address.
+const SIM_HTTP_LISTENING: &str = "switchboard sim HTTP routes (metrics) listening on http://";
 const METRICS_LISTENING: &str = "switchboard metrics listening on http://";
 
 /// How long a process may take to print its address.
@@ -97,11 +100,11 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
         .unwrap_or_else(|_| panic!("switchboard {args:?} did not listen within {START_LIMIT:?}"))
         .unwrap_or_else(|_| panic!("switchboard {args:?} exited before listening"));
     let url_after = |prefix: &str| {
-        let scheme = if prefix.ends_with("https://") {
-            "https"
-        } else {
-            "http"
-        };
+        let scheme = prefix
+            .rsplit(' ')
+            .next()
+            .and_then(|s| s.strip_suffix("://"))
+            .unwrap_or("http");
         head.iter()
             .find_map(|l| l.strip_prefix(prefix))
             .map(|addr| format!("{scheme}://{addr}"))
@@ -113,7 +116,7 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {}", proc.url));
-    proc.metrics_url = url_after(METRICS_LISTENING);
+    proc.metrics_url = url_after(METRICS_LISTENING).or_else(|| url_after(SIM_HTTP_LISTENING));
     proc
 }
 
@@ -208,6 +211,26 @@ pub async fn sim(extra: &[&str]) -> Proc {
     let p = start(args, &[], SIM_LISTENING).await;
     wait_ok(&format!("{}/health", p.url)).await;
     p
+}
+
+/// A simulated SGLang worker in `--grpc-mode` with extra flags: `url` is its `grpc://` address
+/// (for `--worker-urls`), `metrics_url` its HTTP side port (`/metrics`, `/sim/faults`,
+/// `/sim/requests`, `/v1/loads`: what the HTTP helpers read).
+pub async fn grpc_sim(extra: &[&str]) -> Proc {
+    let mut args: Vec<String> = ["sim", "--grpc-mode", "--port", "0"]
+        .map(String::from)
+        .to_vec();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let p = start(args, &[], GRPC_SIM_LISTENING).await;
+    wait_ok(&format!("{}/health", p.http_url())).await;
+    p
+}
+
+impl Proc {
+    /// Where its HTTP routes are: a gRPC sim's side port, else its own address.
+    pub fn http_url(&self) -> &str {
+        self.metrics_url.as_deref().unwrap_or(&self.url)
+    }
 }
 
 /// The gateway in front of `workers`, ready (a healthy worker) before it returns.

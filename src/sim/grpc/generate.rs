@@ -1,0 +1,205 @@
+//! The `Generate` RPC as `smg-grpc-servicer` answers it: streamed, one `chunk` per engine
+//! update whose `token_ids` are the new tokens only (counts cumulative), and at the end the
+//! last chunk followed by a `complete` carrying the same last ids, the finish reason and the
+//! usage; not streamed, one `complete` with every output id. Refusals end the call with a gRPC
+//! status (a full queue is UNAVAILABLE, bad input INVALID_ARGUMENT, the injected 500 INTERNAL);
+//! an abort asked for with the `Abort` RPC is a completion with finish reason "abort". A client
+//! that cancels the call drops the stream, and with it the engine's request.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tonic::{Code, Status};
+
+use super::RESET_MARKER;
+use crate::protocol::grpc::{grpc_code, pb};
+use crate::protocol::sglang::FinishReason;
+use crate::sim::run::{Run, RunError};
+use crate::sim::state::SimState;
+use crate::sim::validate;
+
+pub type GenerateStream = Pin<Box<dyn Stream<Item = Result<pb::GenerateResponse, Status>> + Send>>;
+
+/// Checks and admits the request; the stream then follows the run.
+pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<GenerateStream, Status> {
+    let Some(tokenized) = req.tokenized else {
+        return Err(Status::invalid_argument("Tokenized input must be provided"));
+    };
+    let prompt = tokenized.input_ids;
+    if prompt.is_empty() {
+        return Err(Status::invalid_argument("The input is empty."));
+    }
+    if req.return_logprob || req.return_hidden_states {
+        // Not simulated on this wire; refused rather than answered without them.
+        return Err(Status::invalid_argument(
+            "logprobs and hidden states are not simulated over gRPC",
+        ));
+    }
+    let params = req
+        .sampling_params
+        .as_ref()
+        .map(crate::protocol::grpc::from_proto)
+        .unwrap_or_default();
+    if params.n.unwrap_or(1) > 1 {
+        return Err(Status::invalid_argument("n > 1 is not simulated over gRPC"));
+    }
+    validate::sampling(&params)
+        .and_then(|()| {
+            validate::lengths(
+                state.version,
+                prompt.len(),
+                params.max_new_tokens,
+                state.context_length,
+            )
+        })
+        .map_err(Status::invalid_argument)?;
+    let rid = if req.request_id.is_empty() {
+        uuid::Uuid::new_v4().simple().to_string()
+    } else {
+        req.request_id
+    };
+    let run = Run::start(state, rid.clone(), prompt, &params).map_err(refusal)?;
+    let stream = Streamed {
+        run,
+        rid,
+        stream: req.stream,
+        sent: 0,
+        complete_next: None,
+        over: false,
+    };
+    Ok(Box::pin(futures_util::stream::unfold(
+        stream,
+        |mut s| async move { s.next().await.map(|item| (item, s)) },
+    )))
+}
+
+/// The engine's refusals, as the servicer's status table maps their HTTP statuses.
+fn refusal(e: RunError) -> Status {
+    let status = match e {
+        RunError::QueueFull => 503,
+        RunError::BadRequest(_) | RunError::Duplicate(_) => 400,
+        RunError::Injected => 500,
+    };
+    Status::new(grpc_code(status), e.to_string())
+}
+
+struct Streamed {
+    run: Run,
+    rid: String,
+    stream: bool,
+    /// Output ids already sent in chunks.
+    sent: usize,
+    /// The `complete` due after the last chunk.
+    complete_next: Option<pb::GenerateResponse>,
+    over: bool,
+}
+
+impl Streamed {
+    async fn next(&mut self) -> Option<Result<pb::GenerateResponse, Status>> {
+        if let Some(complete) = self.complete_next.take() {
+            self.over = true;
+            return Some(Ok(complete));
+        }
+        if self.over {
+            return None;
+        }
+        loop {
+            let update = match self.run.next().await {
+                Ok(update) => update,
+                Err(_die) => {
+                    self.over = true;
+                    let mut status = Status::new(Code::Unavailable, "injected fault: reset");
+                    status.metadata_mut().insert(
+                        RESET_MARKER,
+                        tonic::metadata::MetadataValue::from_static("1"),
+                    );
+                    return Some(Err(status));
+                }
+            };
+            let finished = update.as_ref().is_none_or(|u| u.finished);
+            if !self.stream && !finished {
+                continue; // not streamed: one `complete` at the end
+            }
+            if !finished {
+                return Some(Ok(self.chunk()));
+            }
+            let complete = self.complete();
+            if !self.stream {
+                self.over = true;
+                return Some(Ok(complete));
+            }
+            self.complete_next = Some(complete);
+            return Some(Ok(self.chunk()));
+        }
+    }
+
+    /// The ids since the last chunk, with the counts so far.
+    fn chunk(&mut self) -> pb::GenerateResponse {
+        let ids = self.run.output_ids();
+        let new = ids.get(self.sent..).unwrap_or(&[]).to_vec();
+        self.sent = ids.len();
+        pb::GenerateResponse {
+            request_id: self.rid.clone(),
+            response: Some(pb::generate_response::Response::Chunk(
+                pb::GenerateStreamChunk {
+                    token_ids: new,
+                    prompt_tokens: count(self.run.prompt_tokens),
+                    completion_tokens: count(self.run.produced),
+                    cached_tokens: count(self.run.cached_tokens),
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+
+    /// The finish: streamed, its `output_ids` are the last chunk's (the servicer builds both
+    /// from the same engine output); not streamed, all of them.
+    fn complete(&self) -> pb::GenerateResponse {
+        let output_ids = if self.stream {
+            self.run
+                .output_ids()
+                .get(self.sent..)
+                .unwrap_or(&[])
+                .to_vec()
+        } else {
+            self.run.output_ids().to_vec()
+        };
+        let (finish_reason, matched_stop) = match self.run.finish_reason() {
+            Some(FinishReason::Length { .. }) => ("length", None),
+            Some(FinishReason::Abort { .. }) => ("abort", None),
+            Some(FinishReason::Stop { matched }) => ("stop", matched.and_then(matched_stop)),
+            None => ("stop", None),
+        };
+        pb::GenerateResponse {
+            request_id: self.rid.clone(),
+            response: Some(pb::generate_response::Response::Complete(
+                pb::GenerateComplete {
+                    output_ids,
+                    finish_reason: finish_reason.to_owned(),
+                    prompt_tokens: count(self.run.prompt_tokens),
+                    completion_tokens: count(self.run.produced),
+                    cached_tokens: count(self.run.cached_tokens),
+                    matched_stop,
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+}
+
+fn matched_stop(v: serde_json::Value) -> Option<pb::generate_complete::MatchedStop> {
+    use pb::generate_complete::MatchedStop;
+    match v {
+        serde_json::Value::String(s) => Some(MatchedStop::MatchedStopStr(s)),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .and_then(|id| u32::try_from(id).ok())
+            .map(MatchedStop::MatchedTokenId),
+        _ => None,
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,241 @@
+//! `Generate` with our token ids, read back as text deltas. As `smg-grpc-servicer` sends it: a
+//! `chunk` per engine output whose `token_ids` are the new ids only (its counts cumulative),
+//! and after the last chunk a `complete` with the finish reason, whose `output_ids` repeat that
+//! last chunk's. The worker sends ids only, so the text is ours: one incremental decoder, which
+//! also applies the stop strings (the worker matches them too; whichever sees one first ends
+//! the answer).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{status_error, Channels, Phase};
+use crate::protocol::grpc::{self as wire, pb};
+use crate::protocol::sglang::{FinishReason, SamplingParams};
+use crate::tokenize::{IncrementalDecoder, Tokenizer};
+use crate::upstream::generate::Delta;
+use crate::upstream::{Origin, UpstreamError};
+
+/// How long a worker may go on streaming after the client left before we stop listening.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// How long we wait for the stream's end (its trailers) after `complete`.
+const END_WAIT: Duration = Duration::from_millis(500);
+
+pub struct GrpcStream {
+    /// `None` once handed to [`GrpcStream::count_leftover`].
+    stream: Option<tonic::Streaming<pb::GenerateResponse>>,
+    worker: Arc<Origin>,
+    /// Output ids of this leg (a continued generation elsewhere starts from them).
+    ids: Vec<u32>,
+    completion_tokens: u32,
+    detok: IncrementalDecoder,
+    stopped_here: bool,
+    finished: bool,
+}
+
+/// Opens the call; `Generate` answers nothing until the first tokens (or its refusal).
+pub async fn start(
+    channels: &Channels,
+    worker: &Arc<Origin>,
+    tokenizer: &Tokenizer,
+    input_ids: &[u32],
+    params: &SamplingParams,
+    rid: &str,
+    decoder: Option<IncrementalDecoder>,
+) -> Result<GrpcStream, UpstreamError> {
+    let mut client = channels.client(worker)?;
+    let request = pb::GenerateRequest {
+        request_id: rid.to_owned(),
+        tokenized: Some(pb::TokenizedInput {
+            original_text: String::new(),
+            input_ids: input_ids.to_vec(),
+        }),
+        sampling_params: Some(wire::to_proto(params)),
+        stream: true,
+        ..Default::default()
+    };
+    let stream = client
+        .generate(request)
+        .await
+        .map_err(|s| status_error(worker, s, Phase::Call))?
+        .into_inner();
+    Ok(GrpcStream {
+        stream: Some(stream),
+        worker: Arc::clone(worker),
+        ids: Vec::new(),
+        completion_tokens: 0,
+        detok: decoder.unwrap_or_else(|| tokenizer.incremental_decoder(true, params.stop.clone())),
+        stopped_here: false,
+        finished: false,
+    })
+}
+
+impl GrpcStream {
+    /// The next message that carries anything. `None` after the finishing one.
+    pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
+        loop {
+            if self.finished {
+                return Ok(None);
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Err(self.broken("stream already handed over"));
+            };
+            let message = match stream.message().await {
+                Ok(Some(m)) => m,
+                Ok(None) => return Err(self.broken("stream ended before the generation finished")),
+                Err(s) => return Err(status_error(&self.worker, s, Phase::Stream)),
+            };
+            let delta = match message.response {
+                Some(pb::generate_response::Response::Chunk(c)) => self.chunk(c)?,
+                Some(pb::generate_response::Response::Complete(c)) => {
+                    let delta = self.complete(c)?;
+                    self.read_end().await;
+                    delta
+                }
+                None => None,
+            };
+            if let Some(delta) = delta {
+                return Ok(Some(delta));
+            }
+        }
+    }
+
+    fn chunk(&mut self, c: pb::GenerateStreamChunk) -> Result<Option<Delta>, UpstreamError> {
+        self.take(
+            c.token_ids,
+            c.completion_tokens,
+            c.prompt_tokens,
+            c.cached_tokens,
+            None,
+        )
+    }
+
+    /// The finish. Its `output_ids` are the last chunk's again (the servicer builds both from
+    /// one engine output): only ids beyond what the chunks brought are new, which also reads a
+    /// servicer that sends everything in `complete` right.
+    fn complete(&mut self, c: pb::GenerateComplete) -> Result<Option<Delta>, UpstreamError> {
+        let finish = wire::finish_reason(&c);
+        if let FinishReason::Abort { .. } = finish {
+            self.finished = true;
+            return Err(UpstreamError::Aborted {
+                message: "the worker aborted the request".into(),
+                status: None,
+            });
+        }
+        let have = self.completion_tokens.max(self.ids.len() as u32);
+        let missing = c.completion_tokens.saturating_sub(have) as usize;
+        let start = c.output_ids.len().saturating_sub(missing);
+        let new_ids = c.output_ids.get(start..).unwrap_or(&[]).to_vec();
+        self.take(
+            new_ids,
+            c.completion_tokens,
+            c.prompt_tokens,
+            c.cached_tokens,
+            Some(finish),
+        )
+    }
+
+    fn take(
+        &mut self,
+        new_ids: Vec<u32>,
+        completion_tokens: u32,
+        prompt_tokens: u32,
+        cached_tokens: u32,
+        mut finish: Option<FinishReason>,
+    ) -> Result<Option<Delta>, UpstreamError> {
+        let url = &self.worker.url;
+        let protocol = |e: crate::tokenize::TokenizeError| UpstreamError::Protocol {
+            url: url.clone(),
+            reason: e.to_string(),
+        };
+        let decoded = self.detok.push(&new_ids).map_err(protocol)?;
+        let mut text = decoded.text.to_owned();
+        let matched = decoded.matched_stop.map(str::to_owned);
+        self.ids.extend_from_slice(&new_ids);
+        let total = completion_tokens.max(self.ids.len() as u32);
+        let new_tokens = total.saturating_sub(self.completion_tokens);
+        self.completion_tokens = total;
+        if let Some(m) = matched {
+            // Our decoder hit a stop string: the answer is over for the client.
+            self.stopped_here = finish.is_none();
+            finish = Some(FinishReason::Stop {
+                matched: Some(m.into()),
+            });
+        } else if finish.is_some() {
+            let rest = self.detok.finish().map_err(protocol)?;
+            text.push_str(rest.text);
+        }
+        if finish.is_some() {
+            self.finished = true;
+        }
+        if text.is_empty() && new_tokens == 0 && finish.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Delta {
+            text,
+            new_tokens,
+            finish,
+            prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens,
+        }))
+    }
+
+    /// Reads the stream's end (its OK status) after `complete`, so the call ends cleanly rather
+    /// than being cancelled (which the servicer would log and answer with an abort).
+    async fn read_end(&mut self) {
+        if let Some(stream) = self.stream.as_mut() {
+            let _ = tokio::time::timeout(END_WAIT, stream.message()).await;
+        }
+    }
+
+    /// The client left: keeps reading what the worker still sends until our abort lands (at
+    /// most `LEFTOVER_WAIT`), adding the tokens it generated for nobody to `counter`.
+    pub fn count_leftover(&mut self, counter: prometheus::IntCounter) {
+        if self.finished {
+            return;
+        }
+        let Some(mut stream) = self.stream.take() else {
+            return;
+        };
+        let received = self.completion_tokens;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut last = received;
+            let read = async {
+                while let Ok(Some(m)) = stream.message().await {
+                    let count = match m.response {
+                        Some(pb::generate_response::Response::Chunk(c)) => c.completion_tokens,
+                        Some(pb::generate_response::Response::Complete(c)) => c.completion_tokens,
+                        None => 0,
+                    };
+                    last = last.max(count);
+                }
+            };
+            let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
+            counter.inc_by(u64::from(last.saturating_sub(received)));
+        });
+    }
+
+    /// Our decoder, in the state it reached (a continued leg goes on from it).
+    pub fn take_decoder(&mut self) -> Option<IncrementalDecoder> {
+        Some(self.detok.clone())
+    }
+
+    pub fn output_ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    pub fn stopped_here(&self) -> bool {
+        self.stopped_here
+    }
+
+    fn broken(&self, reason: &str) -> UpstreamError {
+        UpstreamError::Disconnected {
+            url: self.worker.url.clone(),
+            reason: reason.to_owned(),
+        }
+    }
+}
