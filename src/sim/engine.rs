@@ -29,6 +29,7 @@
 
 mod scheduler;
 pub mod timing;
+mod transferred;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -220,6 +221,9 @@ pub struct Engine {
     reserved_tokens: usize,
     chunked: bool,
     stats: Stats,
+    /// Decode role (PD): requests whose prompt KV arrived from a prefill worker, waiting for a
+    /// running slot; with the cached count the prefill side reported.
+    transferred: VecDeque<(Request, usize)>,
 }
 
 impl Engine {
@@ -238,6 +242,7 @@ impl Engine {
             reserved_tokens: 0,
             chunked: false,
             stats: Stats::default(),
+            transferred: VecDeque::new(),
         }
     }
 
@@ -246,6 +251,28 @@ impl Engine {
     }
 
     pub fn submit(&mut self, req: NewRequest) -> Result<(), Rejection> {
+        self.check(&req)?;
+        if self
+            .cfg
+            .max_queued_requests
+            .is_some_and(|max| self.waiting.len() >= max)
+        {
+            return Err(Rejection::QueueFull);
+        }
+        let prompt_len = req.prompt.len();
+        let mut tokens = req.prompt;
+        tokens.extend_from_slice(&req.output);
+        self.live.insert(req.id);
+        self.waiting.push_back(Request {
+            id: req.id,
+            tokens,
+            prompt_len,
+        });
+        Ok(())
+    }
+
+    /// The checks every new request passes, whichever queue it joins.
+    pub fn check(&self, req: &NewRequest) -> Result<(), Rejection> {
         let (prompt_tokens, max_new_tokens) = (req.prompt.len(), req.output.len());
         let context_length = self.cfg.context_length;
         if prompt_tokens == 0 {
@@ -277,21 +304,6 @@ impl Engine {
         if self.live.contains(&req.id) {
             return Err(Rejection::DuplicateId);
         }
-        if self
-            .cfg
-            .max_queued_requests
-            .is_some_and(|max| self.waiting.len() >= max)
-        {
-            return Err(Rejection::QueueFull);
-        }
-        let mut tokens = req.prompt;
-        tokens.extend_from_slice(&req.output);
-        self.live.insert(req.id);
-        self.waiting.push_back(Request {
-            id: req.id,
-            tokens,
-            prompt_len: prompt_tokens,
-        });
         Ok(())
     }
 
@@ -303,6 +315,10 @@ impl Engine {
         }
         if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
             self.waiting.remove(i);
+            return true;
+        }
+        if let Some(i) = self.transferred.iter().position(|(r, _)| r.id == id) {
+            self.transferred.remove(i);
             return true;
         }
         if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
@@ -319,6 +335,9 @@ impl Engine {
 
     /// The next forward step, or `None` when there is nothing to run.
     pub fn step(&mut self) -> Option<Step> {
+        if let Some(step) = self.admit_transferred() {
+            return Some(step);
+        }
         if let Some(step) = self.prefill_step() {
             return Some(step);
         }
@@ -326,7 +345,7 @@ impl Engine {
     }
 
     pub fn is_idle(&self) -> bool {
-        self.running.is_empty() && self.waiting.is_empty()
+        self.running.is_empty() && self.waiting.is_empty() && self.transferred.is_empty()
     }
 
     /// Empties the prefix cache; refused (false) unless idle, as SGLang.
@@ -364,7 +383,7 @@ impl Engine {
         LoadSnapshot {
             dp_rank: 0,
             num_running_reqs: self.running.len(),
-            num_waiting_reqs: self.waiting.len(),
+            num_waiting_reqs: self.waiting.len() + self.transferred.len(),
             num_waiting_uncached_tokens: uncached,
             num_used_tokens: used,
             max_total_num_tokens: cap,
