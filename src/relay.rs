@@ -15,6 +15,7 @@ pub mod format;
 pub mod generation;
 mod observe;
 pub mod passthrough;
+pub mod pd;
 mod pump;
 pub mod reliability;
 pub mod retry;
@@ -34,6 +35,8 @@ use reliability::ReliabilityConfig;
 /// What every exchange with the workers shares.
 pub struct Relay {
     pub router: Arc<Router>,
+    /// Prefill/decode disaggregation: the prefill pool (`router` then holds the decode workers).
+    pub prefill: Option<Arc<crate::routing::pd::PrefillPool>>,
     pub client: Client,
     pub metrics: Arc<Metrics>,
     /// Detokenizes the output of workers that send only ids (`--skip-tokenizer-init`).

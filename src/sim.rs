@@ -211,13 +211,18 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
     let mut server_args = server_args;
     let pd = pd::Pd::new(&opts.pd);
     if pd.mode == pd::Mode::Prefill {
-        let (tcp, addr) = crate::net::bind(&opts.host, opts.pd.disaggregation_bootstrap_port).await?;
+        let (tcp, addr) =
+            crate::net::bind(&opts.host, opts.pd.disaggregation_bootstrap_port).await?;
         server_args["disaggregation_bootstrap_port"] = addr.port().into();
         let bootstrap = pd::BootstrapServer {
             rooms: std::sync::Arc::clone(&pd.rooms),
             base_us: opts.pd.disaggregation_transfer_base_us,
             per_token_us: opts.pd.disaggregation_transfer_us_per_token,
-            time_scale: if opts.zero_latency { 0.0 } else { opts.time_scale },
+            time_scale: if opts.zero_latency {
+                0.0
+            } else {
+                opts.time_scale
+            },
         };
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }

@@ -15,7 +15,8 @@ use hyper::body::Incoming;
 
 use super::exchange::{Exchange, Usage};
 use super::observe::Observer;
-use super::retry::{self, Target};
+use super::pd;
+use super::retry::{self, Target, Tried};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
@@ -53,13 +54,28 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         rid: f.rid,
         abort: f.abort,
     };
-    let sent = retry::open(&mut ex, &target, &mut Vec::new(), |worker| {
+    let sent = retry::open(&mut ex, &target, &mut Tried::default(), |dest| {
         let client = relay.client.clone();
         let body = f.body.clone();
         async move {
-            let resp = client.post_json(&worker.origin, f.path, body).await?;
-            // A refusal SGLang streams after its 200 is still an error (and may be retried).
-            first_event::read(resp, &worker.origin.url).await
+            // Both legs get the body with the pair's bootstrap fields.
+            let body = match &dest.prefill {
+                Some(p) => p.bootstrap.inject(&body).map_or(body, Bytes::from),
+                None => body,
+            };
+            let decode = async {
+                let resp = client
+                    .post_json(&dest.worker.origin, f.path, body.clone())
+                    .await?;
+                // A refusal SGLang streams after its 200 is still an error (and may be retried).
+                first_event::read(resp, &dest.worker.origin.url).await
+            };
+            match &dest.prefill {
+                None => decode.await,
+                // The decode worker's bytes are the answer; they carry the prefill's cached
+                // count already (SGLang's decode reports the transferred one).
+                Some(p) => Ok(pd::paired(relay, p, f.path, body.clone(), decode).await?.0),
+            }
         }
     })
     .await;

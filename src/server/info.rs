@@ -46,6 +46,9 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
     let workers = app.router.registry().snapshot();
     let healthy = workers.iter().filter(|w| w.is_healthy()).count();
     let draining = *app.draining.borrow();
+    // PD: a request needs a worker of each role.
+    let prefill_ok = app.relay.prefill.as_ref().is_none_or(|p| p.any_healthy());
+    let healthy = if prefill_ok { healthy } else { 0 };
     let status = if healthy > 0 && !draining {
         StatusCode::OK
     } else {

@@ -13,11 +13,19 @@ use super::engine::{Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestI
 /// What a waiting handler hears about its request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
-    Started { cached_tokens: usize },
-    Tokens { produced: usize, finished: bool },
+    Started {
+        cached_tokens: usize,
+    },
+    Tokens {
+        produced: usize,
+        finished: bool,
+    },
     Aborted,
     /// Ended by the scheduler with an HTTP status (a failed KV transfer, in PD).
-    Failed { message: String, status: u16 },
+    Failed {
+        message: String,
+        status: u16,
+    },
 }
 
 struct Subscriber {

@@ -13,8 +13,8 @@ mod formats;
 
 use self::formats::{Chat, Text};
 use super::logprobs::Logprobs;
-use super::pd::Bootstrap;
 use super::parallel;
+use super::pd::Bootstrap;
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, RunError, Update};
 use super::shapes::{CachedTokens, Envelope, ErrorObject, Finish, Usage};

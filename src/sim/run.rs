@@ -153,10 +153,10 @@ impl Run {
                 }),
         };
         let (ticket, pd) = submitted.map_err(|r| match r {
-                SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
-                SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
-                e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
-            })?;
+            SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
+            SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
+            e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
+        })?;
         state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {
             rid,

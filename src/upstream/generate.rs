@@ -11,7 +11,9 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::{Client, Origin, UpstreamError};
-use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest, SamplingParams};
+use crate::protocol::sglang::{
+    Bootstrap, FinishReason, GenerateChunk, GenerateRequest, SamplingParams,
+};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use received::Received;
@@ -50,6 +52,9 @@ pub struct GenerateStream {
     stop_matched: Option<String>,
     stopped_here: bool,
     finished: bool,
+    /// The prompt's cached count from elsewhere (a PD pair's prefill worker), reported instead
+    /// of this worker's.
+    cached_tokens: Option<u32>,
 }
 
 pub async fn start(
@@ -60,20 +65,10 @@ pub async fn start(
     params: &SamplingParams,
     rid: &str,
     decoder: Option<IncrementalDecoder>,
+    bootstrap: Option<&Bootstrap>,
 ) -> Result<GenerateStream, UpstreamError> {
-    let body = serde_json::to_vec(&GenerateRequest {
-        input_ids,
-        sampling_params: params,
-        stream: true,
-        rid,
-    })
-    .map_err(|e| UpstreamError::Protocol {
-        url: worker.url.clone(),
-        reason: e.to_string(),
-    })?;
-    let resp = client
-        .post_json(worker, "/generate", Bytes::from(body))
-        .await?;
+    let body = request_body(worker, input_ids, params, rid, bootstrap)?;
+    let resp = client.post_json(worker, "/generate", body).await?;
     Ok(GenerateStream {
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
@@ -87,6 +82,29 @@ pub async fn start(
         stop_matched: None,
         stopped_here: false,
         finished: false,
+        cached_tokens: None,
+    })
+}
+
+/// The streamed `/generate` body for these ids (a PD pair's prefill worker gets the same).
+pub fn request_body(
+    worker: &Origin,
+    input_ids: &[u32],
+    params: &SamplingParams,
+    rid: &str,
+    bootstrap: Option<&Bootstrap>,
+) -> Result<Bytes, UpstreamError> {
+    serde_json::to_vec(&GenerateRequest {
+        input_ids,
+        sampling_params: params,
+        stream: true,
+        rid,
+        bootstrap,
+    })
+    .map(Bytes::from)
+    .map_err(|e| UpstreamError::Protocol {
+        url: worker.url.clone(),
+        reason: e.to_string(),
     })
 }
 
@@ -218,7 +236,7 @@ impl GenerateStream {
             finish,
             prompt_tokens: meta.prompt_tokens,
             completion_tokens: self.completion_tokens,
-            cached_tokens: meta.cached_tokens,
+            cached_tokens: self.cached_tokens.unwrap_or(meta.cached_tokens),
         }))
     }
 
@@ -278,6 +296,11 @@ impl GenerateStream {
             let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
             counter.inc_by(u64::from(last.saturating_sub(received)));
         });
+    }
+
+    /// Reports `cached` as the prompt's cached tokens from now on (a PD pair's prefill count).
+    pub fn set_cached_tokens(&mut self, cached: u32) {
+        self.cached_tokens = Some(cached);
     }
 
     /// Our decoder, in the state it reached (`None` if the worker's text was used).
