@@ -68,7 +68,10 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .tokenizer_cache_bytes
         .set(app.model.tokenizer.cached_bytes() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
-    for w in app.router.registry().snapshot().iter() {
+    // PD: the prefill pool's workers too.
+    let prefill = app.relay.prefill.as_ref().map(|p| p.router().registry().snapshot());
+    let decode = app.router.registry().snapshot();
+    for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
         app.metrics
             .worker_in_flight
             .with_label_values(&[w.url()])

@@ -5,6 +5,7 @@ pub mod chunking;
 pub mod fake_hub;
 pub mod fake_kube;
 pub mod llama;
+pub mod pd;
 pub mod python;
 pub mod scripted;
 mod sim_state;

@@ -1,0 +1,222 @@
+//! Prefill/decode disaggregation: the sims speak SGLang's PD contract (bootstrap fields, the
+//! KV handed from a prefill to a decode sim, SGLang's 400 and 500s), and the gateway pairs a
+//! prefill and a decode worker per request, through faults on either side.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::python_clients::{bench, SIM_FAST};
+use crate::support::pd::{decode_sim, pd_gateway, prefill_sim};
+use crate::support::{self, Proc, MODEL};
+
+fn chat(content: &str, max_tokens: u32, stream: bool) -> Value {
+    json!({"model": MODEL, "max_tokens": max_tokens, "ignore_eos": true, "stream": stream,
+           "stream_options": {"include_usage": true},
+           "messages": [{"role": "user", "content": content}]})
+}
+
+async fn set_faults(sim: &Proc, faults: Value) {
+    let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn a_sim_in_a_pd_role_refuses_a_request_without_a_room() {
+    let p = prefill_sim(&[]).await;
+    let d = decode_sim(&[]).await;
+    for sim in [&p.sim, &d] {
+        let body = json!({"text": "hi", "rid": "r1", "sampling_params": {"max_new_tokens": 2}});
+        let r = support::post(format!("{}/generate", sim.url), &body).await;
+        assert_eq!(r.status().as_u16(), 400);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            v["error"]["message"],
+            "Invalid request: Disaggregated request received without bootstrap room id. req.rid='r1'"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_room_nobody_prefilled_times_out_with_sglangs_error() {
+    let p = prefill_sim(&[]).await;
+    let d = decode_sim(&["--disaggregation-waiting-timeout-secs", "0.3"]).await;
+    let body = json!({"text": "hi", "rid": "r2", "sampling_params": {"max_new_tokens": 2},
+                      "bootstrap_host": "127.0.0.1", "bootstrap_port": p.bootstrap_port,
+                      "bootstrap_room": 12345});
+    let r = support::post(format!("{}/generate", d.url), &body).await;
+    assert_eq!(r.status().as_u16(), 500);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["message"],
+        "Decode transfer failed for request rank=0 decode_req.req.rid='r2' decode_req.req.bootstrap_room=12345 with exception KVTransferError(bootstrap_room=12345): Request 12345 timed out after 0.3s in KVPoll.WaitingForInput",
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
+    let p = prefill_sim(&["--enable-cache-report"]).await;
+    let (d1, d2) = (decode_sim(&[]).await, decode_sim(&[]).await);
+    let gw = pd_gateway(&[&p], &[&d1, &d2], &[]).await;
+    let question = "the same long question about the same long topic, asked twice";
+    let mut cached = Vec::new();
+    for stream in [false, true] {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat(question, 6, stream)).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let usage = if stream {
+            let text = r.text().await.unwrap();
+            let last = support::sse_data(&text)
+                .into_iter()
+                .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
+                .find(|v| v["usage"].is_object())
+                .expect("a usage chunk");
+            last["usage"].clone()
+        } else {
+            r.json::<Value>().await.unwrap()["usage"].clone()
+        };
+        assert_eq!(usage["completion_tokens"], 6, "{usage}");
+        cached.push(usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0));
+    }
+    // The decode sims report no cache of their own here: the count is the prefill sim's.
+    assert_eq!(cached[0], 0, "a cold prefill");
+    assert!(cached[1] > 0, "the second prefill hit the prefix: {cached:?}");
+    let log = support::sim_request_log(&p.sim.url).await;
+    assert_eq!(log.len(), 2, "both prefills ran on the prefill sim");
+    let decoded = support::sim_request_log(&d1.url).await.len()
+        + support::sim_request_log(&d2.url).await.len();
+    assert_eq!(decoded, 2, "both answers came from decode sims");
+    // The native path forwards SGLang's body with the pair's bootstrap fields.
+    let body = json!({"text": question, "sampling_params": {"max_new_tokens": 3}});
+    let r = support::post(format!("{}/generate", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["meta_info"]["completion_tokens"], 3, "{v}");
+    let metrics = support::metrics_text(&gw.url).await;
+    assert!(
+        support::metric_sum(&metrics, "switchboard_stage_duration_seconds_count{model=\"smollm2-135m-instruct\",stage=\"pd_prefill\"}") >= 3.0,
+        "per-role stage timing: {metrics}"
+    );
+}
+
+#[tokio::test]
+async fn no_healthy_prefill_worker_is_a_clear_503() {
+    let d = decode_sim(&[]).await;
+    // A port nobody listens on: the prefill pool never has a healthy worker.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let flags = ["--pd-disaggregation", "--prefill", &dead_url, "8998", "--decode", &d.url];
+    let gw = support::gateway(&[], &flags).await;
+    // The decode worker is healthy; readiness still needs a prefill worker.
+    support::eventually("the decode worker checked", || async {
+        let m = support::metrics_text(&gw.url).await;
+        support::metric_sum(&m, "switchboard_worker_healthy{") >= 1.0
+    })
+    .await;
+    let r = support::client().get(format!("{}/readiness", gw.url)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat("hi", 4, false)).await;
+    assert_eq!(r.status().as_u16(), 503);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["message"], "no healthy prefill worker is available", "{v}");
+}
+
+#[tokio::test]
+async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
+    // Slow prefills (~1 s for this prompt), so the kill lands while the first one computes.
+    let slow = ["--prefill-per-token-us", "5000"];
+    let mut p1 = prefill_sim(&slow).await;
+    let p2 = prefill_sim(&slow).await;
+    let d = decode_sim(&[]).await;
+    let gw = pd_gateway(&[&p1, &p2], &[&d], &["--prefill-policy", "round_robin"]).await;
+    support::eventually("both prefill workers healthy", || async {
+        let m = support::metrics_text(&gw.url).await;
+        support::metric_sum(&m, "switchboard_worker_healthy{") >= 3.0
+    })
+    .await;
+    let question = "word ".repeat(200);
+    let url = format!("{}/v1/chat/completions", gw.url);
+    let body = chat(&question, 5, true);
+    let request = tokio::spawn(async move { support::post(url, &body).await.text().await });
+    // The first prefill sim dies while it computes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (mut on1, mut on2) = (false, false);
+    while !(on1 || on2) && std::time::Instant::now() < deadline {
+        on1 = !support::sim_request_log(&p1.sim.url).await.is_empty();
+        on2 = !support::sim_request_log(&p2.sim.url).await.is_empty();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first_on_p1 = on1;
+    assert!(first_on_p1, "round robin starts with the first prefill worker");
+    p1.sim.kill();
+    let text = tokio::time::timeout(Duration::from_secs(30), request)
+        .await
+        .expect("the request ended")
+        .unwrap()
+        .unwrap();
+    let (content, done) = support::chat_stream_content(&text);
+    assert!(done && !content.is_empty(), "{text}");
+    assert_eq!(
+        support::sim_request_log(&p2.sim.url).await.len(),
+        1,
+        "the request was prefilled again on the other prefill worker"
+    );
+}
+
+#[tokio::test]
+async fn a_decode_worker_dying_mid_stream_is_continued_on_another_pair() {
+    let p = prefill_sim(&["--time-scale", "0.1"]).await;
+    let (d1, d2) = (
+        decode_sim(&["--time-scale", "0.1"]).await,
+        decode_sim(&["--time-scale", "0.1"]).await,
+    );
+    let gw = pd_gateway(&[&p], &[&d1, &d2], &["--decode-policy", "round_robin"]).await;
+    support::eventually("both decode workers healthy", || async {
+        let m = support::metrics_text(&gw.url).await;
+        support::metric_sum(&m, "switchboard_worker_healthy{") >= 3.0
+    })
+    .await;
+    set_faults(&d1, json!({"die_after_tokens": 4})).await;
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat("tell me more", 20, true)).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.unwrap();
+    let (_, done) = support::chat_stream_content(&text);
+    assert!(done, "{text}");
+    let usage = support::sse_data(&text)
+        .into_iter()
+        .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
+        .find(|v| v["usage"].is_object())
+        .expect("usage")["usage"]
+        .clone();
+    assert_eq!(usage["completion_tokens"], 20, "one unbroken answer: {usage}");
+    let metrics = support::metrics_text(&gw.url).await;
+    assert_eq!(
+        support::metric(&metrics, "switchboard_migrations_total{outcome=\"continued\"}"),
+        Some(1.0),
+        "{metrics}"
+    );
+    // The continuation was a new pair: prefill (prompt + relayed tokens) then the other decode.
+    assert_eq!(support::sim_request_log(&p.sim.url).await.len(), 2);
+    assert_eq!(support::sim_request_log(&d2.url).await.len(), 1);
+}
+
+/// Acceptance: SGLang's bench_serving through the gateway in PD mode (1 prefill + 2 decode).
+#[tokio::test]
+async fn bench_serving_through_pd_gateway() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
+    let p = prefill_sim(&flags).await;
+    let (d1, d2) = (decode_sim(&flags).await, decode_sim(&flags).await);
+    let gw = pd_gateway(&[&p], &[&d1, &d2], &[]).await;
+    for backend in ["sglang-oai-chat", "sglang"] {
+        bench(&py, &gw.url, backend, "random-ids").await;
+    }
+    let text = support::metrics_text(&gw.url).await;
+    assert_eq!(
+        support::metric_sum(&text, "switchboard_upstream_errors_total"),
+        0.0
+    );
+}
