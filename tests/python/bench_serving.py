@@ -61,6 +61,8 @@ def main():
         "median_ttft_ms": round(result["median_ttft_ms"], 2),
         "p99_ttft_ms": round(result["p99_ttft_ms"], 2),
         "mean_tpot_ms": round(result["mean_tpot_ms"], 2),
+        "mean_itl_ms": round(result.get("mean_itl_ms", 0.0), 2),
+        "p99_itl_ms": round(result.get("p99_itl_ms", 0.0), 2),
         "output_throughput": round(result["output_throughput"], 1),
         "duration_s": round(result["duration"], 2),
     }

@@ -85,3 +85,64 @@ impl Engine {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EngineConfig, RequestId};
+    use super::*;
+
+    fn req(id: u64, prompt: usize, output: usize) -> NewRequest {
+        NewRequest {
+            id: RequestId(id),
+            prompt: (0..prompt as u32).collect(),
+            output: vec![7; output],
+        }
+    }
+
+    /// A transferred prompt joins the batch without a prefill step: the decodes running
+    /// beside it never wait behind its prompt (PD's point).
+    #[test]
+    fn a_transferred_request_joins_without_a_prefill_step() {
+        let mut e = Engine::new(EngineConfig::default());
+        e.submit_transferred(req(1, 4000, 3), 1000).unwrap();
+        let admit = e.step().unwrap();
+        assert_eq!(admit.duration_us, 0.0);
+        assert_eq!(
+            admit.events,
+            vec![
+                Event::Started {
+                    id: RequestId(1),
+                    cached_tokens: 1000
+                },
+                Event::Token {
+                    id: RequestId(1),
+                    produced: 1,
+                    finished: false
+                }
+            ]
+        );
+        e.submit_transferred(req(2, 8000, 2), 0).unwrap();
+        let mut kinds = Vec::new();
+        while let Some(step) = e.step() {
+            kinds.push(step.kind);
+        }
+        assert!(kinds.iter().all(|k| *k == StepKind::Decode), "{kinds:?}");
+        assert!(e.is_idle());
+        assert_eq!(e.loads().num_used_tokens, 0, "all KV released");
+    }
+
+    #[test]
+    fn a_transferred_request_waits_for_kv() {
+        let cfg = EngineConfig {
+            kv_capacity_tokens: 100,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(cfg);
+        e.submit_transferred(req(1, 60, 10), 0).unwrap();
+        e.submit_transferred(req(2, 60, 10), 0).unwrap();
+        assert_eq!(e.step().unwrap().events.len(), 2, "only the first fits");
+        assert_eq!(e.loads().num_waiting_reqs, 1);
+        assert!(e.abort(RequestId(2)));
+        assert_eq!(e.loads().num_waiting_reqs, 0);
+    }
+}
