@@ -78,7 +78,7 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
         assert_eq!(usage["completion_tokens"], 6, "{usage}");
         cached.push(usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0));
     }
-    // The decode sims report no cache of their own here: the count is the prefill sim's.
+    // The decode sims have no cache of these prompts: the count is the prefill sim's.
     assert_eq!(cached[0], 0, "a cold prefill");
     assert!(cached[1] > 0, "the second prefill hit the prefix: {cached:?}");
     let log = support::sim_request_log(&p.sim.url).await;
@@ -97,6 +97,49 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
         support::metric_sum(&metrics, "switchboard_stage_duration_seconds_count{model=\"smollm2-135m-instruct\",stage=\"pd_prefill\"}") >= 3.0,
         "per-role stage timing: {metrics}"
     );
+}
+
+/// A decode worker that takes the room's KV from the prefill sim's bootstrap port, then answers
+/// one token and reports no cached tokens (as decode workers that lose the count do).
+async fn forgetful_decode_worker() -> String {
+    async fn generate(body: axum::body::Bytes) -> axum::response::Response {
+        let req: Value = serde_json::from_slice(&body).unwrap();
+        let kv = format!(
+            "http://{}:{}/sim/kv/{}",
+            req["bootstrap_host"].as_str().unwrap(),
+            req["bootstrap_port"],
+            req["bootstrap_room"]
+        );
+        let info: Value = support::client().get(kv).send().await.unwrap().json().await.unwrap();
+        let chunk = json!({"text": " a", "output_ids": [260],
+            "meta_info": {"id": req["rid"], "prompt_tokens": info["prompt_tokens"], "completion_tokens": 1,
+                          "cached_tokens": 0, "finish_reason": {"type": "length", "length": 1}}});
+        let sse = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+        ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+    }
+    use axum::response::IntoResponse;
+    support::fake_worker(axum::Router::new().route("/generate", axum::routing::post(generate))).await
+}
+
+#[tokio::test]
+async fn usage_takes_cached_tokens_from_the_prefill_worker() {
+    let p = prefill_sim(&[]).await;
+    let d = forgetful_decode_worker().await;
+    let flags = support::pd::pd_flags(&[&p], &[]);
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    flags.extend(["--decode", &d]);
+    let gw = support::gateway(&[], &flags).await;
+    support::ready(&gw).await;
+    let question = "a question asked twice, so its prefix is cached the second time";
+    let mut cached = Vec::new();
+    for _ in 0..2 {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat(question, 1, false)).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.unwrap();
+        cached.push(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0));
+    }
+    assert_eq!(cached[0], 0, "{cached:?}");
+    assert!(cached[1] > 0, "the prefill worker's count, not the decode's 0: {cached:?}");
 }
 
 #[tokio::test]
@@ -127,9 +170,11 @@ async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
     // Slow prefills (~1 s for this prompt), so the kill lands while the first one computes.
     let slow = ["--prefill-per-token-us", "5000"];
     let mut p1 = prefill_sim(&slow).await;
-    let p2 = prefill_sim(&slow).await;
+    let mut p2 = prefill_sim(&slow).await;
     let d = decode_sim(&[]).await;
-    let gw = pd_gateway(&[&p1, &p2], &[&d], &["--prefill-policy", "round_robin"]).await;
+    // The default, cache-aware prefill policy: a restart would go back to the worker that has
+    // the prompt unless the dead one is known as tried.
+    let gw = pd_gateway(&[&p1, &p2], &[&d], &[]).await;
     support::eventually("both prefill workers healthy", || async {
         let m = support::metrics_text(&gw.url).await;
         support::metric_sum(&m, "switchboard_worker_healthy{") >= 3.0
@@ -139,7 +184,7 @@ async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
     let url = format!("{}/v1/chat/completions", gw.url);
     let body = chat(&question, 5, true);
     let request = tokio::spawn(async move { support::post(url, &body).await.text().await });
-    // The first prefill sim dies while it computes.
+    // Whichever prefill sim got it dies while it computes.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let (mut on1, mut on2) = (false, false);
     while !(on1 || on2) && std::time::Instant::now() < deadline {
@@ -147,9 +192,9 @@ async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
         on2 = !support::sim_request_log(&p2.sim.url).await.is_empty();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let first_on_p1 = on1;
-    assert!(first_on_p1, "round robin starts with the first prefill worker");
-    p1.sim.kill();
+    assert!(on1 || on2, "a prefill started");
+    let (dying, other) = if on1 { (&mut p1, &p2) } else { (&mut p2, &p1) };
+    dying.sim.kill();
     let text = tokio::time::timeout(Duration::from_secs(30), request)
         .await
         .expect("the request ended")
@@ -158,7 +203,7 @@ async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
     let (content, done) = support::chat_stream_content(&text);
     assert!(done && !content.is_empty(), "{text}");
     assert_eq!(
-        support::sim_request_log(&p2.sim.url).await.len(),
+        support::sim_request_log(&other.sim.url).await.len(),
         1,
         "the request was prefilled again on the other prefill worker"
     );
