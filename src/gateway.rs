@@ -167,6 +167,7 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     if c.discovery.service_discovery {
         let fleet = crate::discovery::reconcile::Fleet {
             router: Arc::clone(&state.router),
+            prefill: state.relay.prefill.clone(),
             client: client.clone(),
             model: Arc::clone(&state.model.name),
             metrics: Arc::clone(&state.metrics),

@@ -69,7 +69,11 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .set(app.model.tokenizer.cached_bytes() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
     // PD: the prefill pool's workers too.
-    let prefill = app.relay.prefill.as_ref().map(|p| p.router().registry().snapshot());
+    let prefill = app
+        .relay
+        .prefill
+        .as_ref()
+        .map(|p| p.router().registry().snapshot());
     let decode = app.router.registry().snapshot();
     for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
         app.metrics

@@ -62,7 +62,11 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
     let question = "the same long question about the same long topic, asked twice";
     let mut cached = Vec::new();
     for stream in [false, true] {
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat(question, 6, stream)).await;
+        let r = support::post(
+            format!("{}/v1/chat/completions", gw.url),
+            &chat(question, 6, stream),
+        )
+        .await;
         assert_eq!(r.status().as_u16(), 200);
         let usage = if stream {
             let text = r.text().await.unwrap();
@@ -76,11 +80,18 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
             r.json::<Value>().await.unwrap()["usage"].clone()
         };
         assert_eq!(usage["completion_tokens"], 6, "{usage}");
-        cached.push(usage["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0));
+        cached.push(
+            usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+        );
     }
     // The decode sims have no cache of these prompts: the count is the prefill sim's.
     assert_eq!(cached[0], 0, "a cold prefill");
-    assert!(cached[1] > 0, "the second prefill hit the prefix: {cached:?}");
+    assert!(
+        cached[1] > 0,
+        "the second prefill hit the prefix: {cached:?}"
+    );
     let log = support::sim_request_log(&p.sim.url).await;
     assert_eq!(log.len(), 2, "both prefills ran on the prefill sim");
     let decoded = support::sim_request_log(&d1.url).await.len()
@@ -110,15 +121,27 @@ async fn forgetful_decode_worker() -> String {
             req["bootstrap_port"],
             req["bootstrap_room"]
         );
-        let info: Value = support::client().get(kv).send().await.unwrap().json().await.unwrap();
+        let info: Value = support::client()
+            .get(kv)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let chunk = json!({"text": " a", "output_ids": [260],
             "meta_info": {"id": req["rid"], "prompt_tokens": info["prompt_tokens"], "completion_tokens": 1,
                           "cached_tokens": 0, "finish_reason": {"type": "length", "length": 1}}});
         let sse = format!("data: {chunk}\n\ndata: [DONE]\n\n");
-        ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+        (
+            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+            sse,
+        )
+            .into_response()
     }
     use axum::response::IntoResponse;
-    support::fake_worker(axum::Router::new().route("/generate", axum::routing::post(generate))).await
+    support::fake_worker(axum::Router::new().route("/generate", axum::routing::post(generate)))
+        .await
 }
 
 #[tokio::test]
@@ -133,13 +156,24 @@ async fn usage_takes_cached_tokens_from_the_prefill_worker() {
     let question = "a question asked twice, so its prefix is cached the second time";
     let mut cached = Vec::new();
     for _ in 0..2 {
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat(question, 1, false)).await;
+        let r = support::post(
+            format!("{}/v1/chat/completions", gw.url),
+            &chat(question, 1, false),
+        )
+        .await;
         assert_eq!(r.status().as_u16(), 200);
         let v: Value = r.json().await.unwrap();
-        cached.push(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0));
+        cached.push(
+            v["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+        );
     }
     assert_eq!(cached[0], 0, "{cached:?}");
-    assert!(cached[1] > 0, "the prefill worker's count, not the decode's 0: {cached:?}");
+    assert!(
+        cached[1] > 0,
+        "the prefill worker's count, not the decode's 0: {cached:?}"
+    );
 }
 
 #[tokio::test]
@@ -149,7 +183,14 @@ async fn no_healthy_prefill_worker_is_a_clear_503() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://{}", dead.local_addr().unwrap());
     drop(dead);
-    let flags = ["--pd-disaggregation", "--prefill", &dead_url, "8998", "--decode", &d.url];
+    let flags = [
+        "--pd-disaggregation",
+        "--prefill",
+        &dead_url,
+        "8998",
+        "--decode",
+        &d.url,
+    ];
     let gw = support::gateway(&[], &flags).await;
     // The decode worker is healthy; readiness still needs a prefill worker.
     support::eventually("the decode worker checked", || async {
@@ -157,12 +198,23 @@ async fn no_healthy_prefill_worker_is_a_clear_503() {
         support::metric_sum(&m, "switchboard_worker_healthy{") >= 1.0
     })
     .await;
-    let r = support::client().get(format!("{}/readiness", gw.url)).send().await.unwrap();
+    let r = support::client()
+        .get(format!("{}/readiness", gw.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 503);
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat("hi", 4, false)).await;
+    let r = support::post(
+        format!("{}/v1/chat/completions", gw.url),
+        &chat("hi", 4, false),
+    )
+    .await;
     assert_eq!(r.status().as_u16(), 503);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["message"], "no healthy prefill worker is available", "{v}");
+    assert_eq!(
+        v["error"]["message"], "no healthy prefill worker is available",
+        "{v}"
+    );
 }
 
 #[tokio::test]
@@ -223,7 +275,11 @@ async fn a_decode_worker_dying_mid_stream_is_continued_on_another_pair() {
     })
     .await;
     set_faults(&d1, json!({"die_after_tokens": 4})).await;
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &chat("tell me more", 20, true)).await;
+    let r = support::post(
+        format!("{}/v1/chat/completions", gw.url),
+        &chat("tell me more", 20, true),
+    )
+    .await;
     assert_eq!(r.status().as_u16(), 200);
     let text = r.text().await.unwrap();
     let (_, done) = support::chat_stream_content(&text);
@@ -234,10 +290,16 @@ async fn a_decode_worker_dying_mid_stream_is_continued_on_another_pair() {
         .find(|v| v["usage"].is_object())
         .expect("usage")["usage"]
         .clone();
-    assert_eq!(usage["completion_tokens"], 20, "one unbroken answer: {usage}");
+    assert_eq!(
+        usage["completion_tokens"], 20,
+        "one unbroken answer: {usage}"
+    );
     let metrics = support::metrics_text(&gw.url).await;
     assert_eq!(
-        support::metric(&metrics, "switchboard_migrations_total{outcome=\"continued\"}"),
+        support::metric(
+            &metrics,
+            "switchboard_migrations_total{outcome=\"continued\"}"
+        ),
         Some(1.0),
         "{metrics}"
     );
