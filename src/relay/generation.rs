@@ -13,7 +13,7 @@ use super::retry::{self, Target};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
-use crate::protocol::sglang::SamplingParams;
+use crate::protocol::sglang::{GenerateRequest, SamplingParams};
 use crate::routing::RouteRequest;
 use crate::tokenize::IncrementalDecoder;
 use crate::upstream::generate::{self, Delta, GenerateStream};
@@ -349,18 +349,21 @@ async fn open_leg(
     retry::open(exchange, &target, tried, |dest| {
         let relay = Arc::clone(&relay);
         async move {
-            let bootstrap = dest.prefill.as_ref().map(|p| &p.bootstrap);
+            let request = GenerateRequest {
+                input_ids,
+                sampling_params: params,
+                stream: true,
+                rid,
+                bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
+            };
             let decode = async {
                 let started = Instant::now();
                 let mut up = generate::start(
                     &relay.client,
                     &dest.worker.origin,
                     Arc::clone(&relay.tokenizer),
-                    input_ids,
-                    params,
-                    rid,
+                    &request,
                     decoder.cloned(),
-                    bootstrap,
                 )
                 .await?;
                 relay
@@ -378,7 +381,7 @@ async fn open_leg(
                 return decode.await;
             };
             let origin = &prefill.worker.origin;
-            let body = generate::request_body(origin, input_ids, params, rid, bootstrap)?;
+            let body = generate::request_body(origin, &request)?;
             let ((mut up, mut first), prefilled) =
                 pd::paired(&relay, prefill, "/generate", body, decode).await?;
             // The prompt was cached (or not) on the prefill worker: that count is the usage's.

@@ -11,9 +11,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::{Client, Origin, UpstreamError};
-use crate::protocol::sglang::{
-    Bootstrap, FinishReason, GenerateChunk, GenerateRequest, SamplingParams,
-};
+use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use received::Received;
@@ -61,13 +59,10 @@ pub async fn start(
     client: &Client,
     worker: &Arc<Origin>,
     tokenizer: Arc<Tokenizer>,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    rid: &str,
+    request: &GenerateRequest<'_>,
     decoder: Option<IncrementalDecoder>,
-    bootstrap: Option<&Bootstrap>,
 ) -> Result<GenerateStream, UpstreamError> {
-    let body = request_body(worker, input_ids, params, rid, bootstrap)?;
+    let body = request_body(worker, request)?;
     let resp = client.post_json(worker, "/generate", body).await?;
     Ok(GenerateStream {
         body: Some(resp.into_body()),
@@ -78,7 +73,7 @@ pub async fn start(
         own_text: decoder.is_some(),
         detok: decoder,
         tokenizer,
-        stop: params.stop.clone(),
+        stop: request.sampling_params.stop.clone(),
         stop_matched: None,
         stopped_here: false,
         finished: false,
@@ -86,26 +81,17 @@ pub async fn start(
     })
 }
 
-/// The streamed `/generate` body for these ids (a PD pair's prefill worker gets the same).
+/// The `/generate` body (a PD pair's prefill worker gets the same).
 pub fn request_body(
     worker: &Origin,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    rid: &str,
-    bootstrap: Option<&Bootstrap>,
+    request: &GenerateRequest<'_>,
 ) -> Result<Bytes, UpstreamError> {
-    serde_json::to_vec(&GenerateRequest {
-        input_ids,
-        sampling_params: params,
-        stream: true,
-        rid,
-        bootstrap,
-    })
-    .map(Bytes::from)
-    .map_err(|e| UpstreamError::Protocol {
-        url: worker.url.clone(),
-        reason: e.to_string(),
-    })
+    serde_json::to_vec(request)
+        .map(Bytes::from)
+        .map_err(|e| UpstreamError::Protocol {
+            url: worker.url.clone(),
+            reason: e.to_string(),
+        })
 }
 
 impl GenerateStream {

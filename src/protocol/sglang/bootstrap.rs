@@ -51,11 +51,8 @@ mod tests {
         assert_eq!(v["stream"], true);
         assert!(b.inject(b"[1]").is_none());
         let none = Bootstrap::new("h", None).inject(b"{}").unwrap();
-        assert_eq!(
-            String::from_utf8(none)
-                .unwrap()
-                .contains("\"bootstrap_port\":null"),
-            true
-        );
+        assert!(String::from_utf8(none)
+            .unwrap()
+            .contains("\"bootstrap_port\":null"));
     }
 }

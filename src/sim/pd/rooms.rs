@@ -80,8 +80,9 @@ impl Rooms {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.slots().len()
+    /// No room is held or awaited.
+    pub fn is_empty(&self) -> bool {
+        self.slots().is_empty()
     }
 }
 
@@ -102,7 +103,7 @@ mod tests {
         assert_eq!(*early.wait_for(|v| v.is_some()).await.unwrap(), Some(INFO));
         assert!(rooms.hand_over(1));
         taken.await.unwrap();
-        assert_eq!(rooms.len(), 0);
+        assert!(rooms.is_empty());
 
         let _taken = rooms.publish(2, INFO);
         assert_eq!(*rooms.watch(2).borrow(), Some(INFO));
@@ -116,6 +117,6 @@ mod tests {
         assert!(!rooms.hand_over(3));
         let _rx = rooms.watch(4);
         rooms.abandon(4);
-        assert_eq!(rooms.len(), 0);
+        assert!(rooms.is_empty());
     }
 }
