@@ -327,3 +327,54 @@ async fn bench_serving_through_pd_gateway() {
         0.0
     );
 }
+
+/// Kubernetes discovery: the pod label `switchboard.ai/pd-role` sorts pods into the two pools.
+#[tokio::test]
+async fn discovered_pods_join_the_pool_their_label_names() {
+    use crate::support::fake_kube::{pod, FakeKube};
+    let kube = FakeKube::start().await;
+    let p = prefill_sim(&[]).await;
+    let d = decode_sim(&[]).await;
+    let mut prefill_pod = pod(
+        "p",
+        json!({"app": "sim", "switchboard.ai/pd-role": "prefill"}),
+        true,
+        p.sim.port,
+    );
+    prefill_pod["metadata"]["annotations"]["switchboard.ai/bootstrap-port"] =
+        json!(p.bootstrap_port.to_string());
+    kube.put(prefill_pod);
+    kube.put(pod(
+        "d",
+        json!({"app": "sim", "switchboard.ai/pd-role": "decode"}),
+        true,
+        d.port,
+    ));
+    let kubeconfig = kube.kubeconfig.display().to_string();
+    let args = [
+        "--pd-disaggregation",
+        "--service-discovery",
+        "--selector",
+        "app=sim",
+        "--service-discovery-namespace",
+        "default",
+    ];
+    let gw = support::gateway_env(&[], &args, &[("KUBECONFIG", &kubeconfig)]).await;
+    support::ready(&gw).await;
+    let r = support::post(
+        format!("{}/v1/chat/completions", gw.url),
+        &chat("hi there", 3, false),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        support::sim_request_log(&p.sim.url).await.len(),
+        1,
+        "prefilled on the prefill pod"
+    );
+    assert_eq!(
+        support::sim_request_log(&d.url).await.len(),
+        1,
+        "decoded on the decode pod"
+    );
+}
