@@ -353,7 +353,7 @@ async fn open_leg(
                 input_ids,
                 sampling_params: params,
                 stream: true,
-                rid,
+                rid: &dest.rid,
                 bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
             };
             let decode = async {

@@ -60,7 +60,10 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         async move {
             // Both legs get the body with the pair's bootstrap fields.
             let body = match &dest.prefill {
-                Some(p) => p.bootstrap.inject(&body).map_or(body, Bytes::from),
+                Some(p) => {
+                    let rid = (dest.rid != f.rid).then_some(dest.rid.as_str());
+                    p.bootstrap.inject(&body, rid).map_or(body, Bytes::from)
+                }
                 None => body,
             };
             let decode = async {

@@ -18,12 +18,14 @@ use crate::stream::sse::SseParser;
 use crate::upstream::UpstreamError;
 use crate::workers::Worker;
 
-/// Largest prefill response read (one token's worth of output, plus an error body).
-const MAX_PREFILL_BYTES: usize = 4 * 1024 * 1024;
+/// Largest prefill response read (one token of output, but prompt logprobs when asked).
+const MAX_PREFILL_BYTES: usize = 64 * 1024 * 1024;
 
-/// After the decode leg failed, how long to wait for its prefill's outcome: a dead prefill
-/// worker is the cause to report (and to retry around), not the decode's transfer error.
-const CAUSE_WAIT: Duration = Duration::from_secs(1);
+/// How long one leg's outcome is awaited once the other's is known: after the decode leg
+/// failed, a dead prefill worker is the cause to report (and to retry around), not the
+/// decode's transfer error; after the decode's first token, the prefill's answer (which ends
+/// with the KV hand-over) is due, but its cached count is not worth holding the client for.
+const OTHER_LEG_WAIT: Duration = Duration::from_secs(1);
 
 /// The prefill half of a pair: its worker and the bootstrap fields both legs carry.
 pub struct PrefillTarget {
@@ -60,14 +62,15 @@ pub async fn paired<T>(
     tokio::pin!(decode, prefilled);
     tokio::select! {
         first = &mut decode => match first {
-            Ok(t) => {
-                let p = prefilled.await;
-                if let Err(e) = &p {
+            Ok(t) => match tokio::time::timeout(OTHER_LEG_WAIT, prefilled).await {
+                Ok(Ok(p)) => Ok((t, Some(p))),
+                Ok(Err(e)) => {
                     tracing::warn!(worker = %prefill.worker.url(), error = %e, "prefill answer failed after the decode's first token");
+                    Ok((t, None))
                 }
-                Ok((t, p.ok()))
-            }
-            Err(e) => match tokio::time::timeout(CAUSE_WAIT, prefilled).await {
+                Err(_) => Ok((t, None)),
+            },
+            Err(e) => match tokio::time::timeout(OTHER_LEG_WAIT, prefilled).await {
                 Ok(Err(cause)) => Err(cause),
                 _ => Err(e),
             },

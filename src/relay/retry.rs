@@ -32,14 +32,20 @@ pub struct Target<'a> {
 pub struct Dest {
     pub worker: Arc<Worker>,
     pub prefill: Option<PrefillTarget>,
+    /// The rid this attempt's workers know it by: the request's, except for a PD pair after the
+    /// first (`r<n>-<rid>`), whose decode worker may be the last pair's and still hold the rid
+    /// until our abort for it lands: the same rid would be refused as a duplicate (0.5.23) or
+    /// killed by that abort, and so would any rid it prefixes (SGLang aborts by prefix).
+    pub rid: String,
 }
 
 /// Workers a request already failed on, per pool (kept across a restart, so a dead worker is
-/// not picked again for the same request).
+/// not picked again for the same request), and how many PD pairs it was sent to.
 #[derive(Default)]
 pub struct Tried {
     pub workers: Vec<WorkerId>,
     pub prefill: Vec<WorkerId>,
+    pairs: u32,
 }
 
 /// Opens a leg on the best worker not yet tried: `attempt` sends the request and reads up to
@@ -76,7 +82,12 @@ where
             None => None,
         };
         tried.workers.push(worker.id);
-        let rids = target.abort.rids(target.rid);
+        let rid = match (&prefill, target.abort) {
+            (Some(_), Abort::Rid) if tried.pairs > 0 => format!("r{}-{}", tried.pairs, target.rid),
+            _ => target.rid.to_owned(),
+        };
+        tried.pairs += u32::from(prefill.is_some());
+        let rids = target.abort.rids(&rid);
         let prompt_len = target.route.prompt_ids.len();
         // A decode worker of a pair computes no prompt: its booked prefill is nil.
         let decode_prompt = if prefill.is_some() { 0 } else { prompt_len };
@@ -91,6 +102,7 @@ where
                 worker: pw,
                 bootstrap,
             }),
+            rid,
         };
         let prefill_worker = dest.prefill.as_ref().map(|p| Arc::clone(&p.worker));
         match ex.wait(attempt(dest)).await {

@@ -223,7 +223,9 @@ async fn a_prefill_worker_dying_mid_prefill_is_retried_on_another() {
     let slow = ["--prefill-per-token-us", "5000"];
     let mut p1 = prefill_sim(&slow).await;
     let mut p2 = prefill_sim(&slow).await;
-    let d = decode_sim(&[]).await;
+    // The decode sim takes aborts late, so the first pair's abort lands while the restarted
+    // pair's request is already there: it must not hit that one.
+    let d = decode_sim(&["--fault-abort-delay-secs", "0.5"]).await;
     // The default, cache-aware prefill policy: a restart would go back to the worker that has
     // the prompt unless the dead one is known as tried.
     let gw = pd_gateway(&[&p1, &p2], &[&d], &[]).await;

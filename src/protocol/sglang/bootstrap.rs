@@ -21,11 +21,14 @@ impl Bootstrap {
         }
     }
 
-    /// A forwarded JSON body with these fields set (a client's own are replaced); `None` if
-    /// the body is not a JSON object.
-    pub fn inject(&self, body: &[u8]) -> Option<Vec<u8>> {
+    /// A forwarded JSON body with these fields set (a client's own are replaced), and `rid`
+    /// when given; `None` if the body is not a JSON object.
+    pub fn inject(&self, body: &[u8], rid: Option<&str>) -> Option<Vec<u8>> {
         let mut map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(body).ok()?;
+        if let Some(rid) = rid {
+            map.insert("rid".into(), rid.into());
+        }
         map.insert("bootstrap_host".into(), self.bootstrap_host.clone().into());
         map.insert("bootstrap_port".into(), self.bootstrap_port.into());
         map.insert("bootstrap_room".into(), self.bootstrap_room.into());
@@ -42,15 +45,19 @@ mod tests {
         let b = Bootstrap::new("10.0.0.2", Some(8998));
         assert!(b.bootstrap_room <= i64::MAX as u64);
         let out = b
-            .inject(br#"{"model":"m","bootstrap_room":1,"stream":true}"#)
+            .inject(
+                br#"{"model":"m","bootstrap_room":1,"stream":true,"rid":"a"}"#,
+                Some("r1-a"),
+            )
             .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["bootstrap_room"], b.bootstrap_room);
         assert_eq!(v["bootstrap_host"], "10.0.0.2");
         assert_eq!(v["bootstrap_port"], 8998);
         assert_eq!(v["stream"], true);
-        assert!(b.inject(b"[1]").is_none());
-        let none = Bootstrap::new("h", None).inject(b"{}").unwrap();
+        assert_eq!(v["rid"], "r1-a");
+        assert!(b.inject(b"[1]", None).is_none());
+        let none = Bootstrap::new("h", None).inject(b"{}", None).unwrap();
         assert!(String::from_utf8(none)
             .unwrap()
             .contains("\"bootstrap_port\":null"));
