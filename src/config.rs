@@ -1,6 +1,8 @@
 //! `switchboard serve` settings: one clap definition holds every setting with its default and
 //! help text; a TOML file (`--config`) supplies values for flags the command line leaves out.
 
+pub mod pd;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -55,6 +57,7 @@ pub struct ServeConfig {
     pub discovery: crate::discovery::DiscoveryConfig,
     #[command(flatten)]
     pub traces: crate::traces::TraceConfig,
+    pub pd: pd::PdConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]
     pub backend: BackendKind,
@@ -217,6 +220,9 @@ impl ServeConfig {
         if self.discovery.service_discovery {
             self.discovery.rules().map_err(ConfigError::Invalid)?;
         }
+        self.pd
+            .validate(&self.worker_urls, self.discovery.service_discovery)
+            .map_err(ConfigError::Invalid)?;
         // An empty key would be compared against an empty or missing Bearer token and let every
         // request in: refuse it rather than guess what was meant.
         for (flag, key) in [
@@ -247,12 +253,29 @@ fn push_value(out: &mut Vec<OsString>, flag: &str, value: &toml::Value) -> Resul
         toml::Value::Float(f) => out.push(format!("{flag}={f}").into()),
         toml::Value::Array(items) => {
             for item in items {
-                push_value(out, flag, item)?;
+                match item {
+                    // One occurrence with several values (`prefill = [["URL", "PORT"]]`).
+                    toml::Value::Array(values) => {
+                        out.push(flag.into());
+                        for v in values {
+                            out.push(scalar(v)?.into());
+                        }
+                    }
+                    _ => push_value(out, flag, item)?,
+                }
             }
         }
         _ => return Err("expected a string, number, boolean or list".into()),
     }
     Ok(())
+}
+
+fn scalar(value: &toml::Value) -> Result<String, String> {
+    match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        _ => Err("expected a string or integer inside a nested list".into()),
+    }
 }
 
 #[cfg(test)]

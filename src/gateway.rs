@@ -8,7 +8,7 @@ use crate::config::ServeConfig;
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::relay::Relay;
-use crate::routing::Router;
+use crate::routing::{PolicyKind, Router};
 use crate::server::limits::Limits;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
@@ -36,6 +36,8 @@ pub enum StartError {
     Tls(#[from] crate::net::tls::TlsError),
     #[error(transparent)]
     Discovery(#[from] crate::discovery::watch::DiscoveryError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub struct Gateway {
@@ -90,14 +92,28 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         Duration::from_secs(config.reliability.connect_timeout_secs.max(1)),
         config.worker_tls().config()?,
     );
+    let pd = &config.pd;
+    // PD: the main pool holds the decode workers (whose answers the clients get).
+    let (worker_urls, main_routing) = if pd.pd_disaggregation {
+        let mut routing = config.routing.clone();
+        routing.policy = pd.decode_policy.unwrap_or(PolicyKind::PowerOfTwo);
+        (pd.decode.clone(), routing)
+    } else {
+        (config.worker_urls.clone(), config.routing.clone())
+    };
     let router = Arc::new(Router::new(
-        Arc::new(Registry::new(&config.worker_urls)?),
-        crate::routing::build(&config.routing),
+        Arc::new(Registry::new(&worker_urls)?),
+        crate::routing::build(&main_routing),
         Arc::clone(&metrics),
         client.clone(),
     ));
+    let prefill = match pd.pd_disaggregation {
+        true => Some(Arc::new(prefill_pool(&config, &metrics, &client)?)),
+        false => None,
+    };
     let relay = Arc::new(Relay {
         router: Arc::clone(&router),
+        prefill,
         client,
         metrics: Arc::clone(&metrics),
         tokenizer: Arc::clone(&model.tokenizer),
@@ -129,16 +145,29 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
         client.clone(),
         Duration::from_secs(c.health_check_interval_secs.max(1)),
     );
-    if c.load_poll_interval_ms > 0 {
-        load_poll::spawn(
-            Arc::clone(registry),
+    let mut registries = vec![Arc::clone(registry)];
+    if let Some(pool) = &state.relay.prefill {
+        let prefill = Arc::clone(pool.router().registry());
+        health::spawn(
+            Arc::clone(&prefill),
             client.clone(),
-            Duration::from_millis(c.load_poll_interval_ms),
+            Duration::from_secs(c.health_check_interval_secs.max(1)),
         );
+        registries.push(prefill);
+    }
+    if c.load_poll_interval_ms > 0 {
+        for registry in registries {
+            load_poll::spawn(
+                registry,
+                client.clone(),
+                Duration::from_millis(c.load_poll_interval_ms),
+            );
+        }
     }
     if c.discovery.service_discovery {
         let fleet = crate::discovery::reconcile::Fleet {
             router: Arc::clone(&state.router),
+            prefill: state.relay.prefill.clone(),
             client: client.clone(),
             model: Arc::clone(&state.model.name),
             metrics: Arc::clone(&state.metrics),
@@ -309,4 +338,29 @@ impl Gateway {
         // Let the abort requests to workers go out before the runtime stops.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// PD: the prefill pool, its own registry and policy (default `--policy`: cache-aware).
+fn prefill_pool(
+    config: &ServeConfig,
+    metrics: &Arc<Metrics>,
+    client: &Client,
+) -> Result<crate::routing::pd::PrefillPool, StartError> {
+    let workers = config
+        .pd
+        .prefill_workers()
+        .map_err(|e| StartError::Config(crate::config::ConfigError::Invalid(e)))?;
+    let urls: Vec<String> = workers.iter().map(|(url, _)| url.clone()).collect();
+    let mut routing = config.routing.clone();
+    routing.policy = config.pd.prefill_policy.unwrap_or(config.routing.policy);
+    let router = Arc::new(Router::new(
+        Arc::new(Registry::new(&urls)?),
+        crate::routing::build(&routing),
+        Arc::clone(metrics),
+        client.clone(),
+    ));
+    Ok(crate::routing::pd::PrefillPool::new(
+        router,
+        workers.into_iter().collect(),
+    ))
 }

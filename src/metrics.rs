@@ -66,15 +66,18 @@ pub enum Stage {
     Route,
     UpstreamHeaders,
     UpstreamFirstToken,
+    /// PD: a pair's prefill worker, from the request sent to its answer read (its KV handed over).
+    Prefill,
 }
 
 impl Stage {
-    const ALL: [Stage; 5] = [
+    const ALL: [Stage; 6] = [
         Stage::Parse,
         Stage::Tokenize,
         Stage::Route,
         Stage::UpstreamHeaders,
         Stage::UpstreamFirstToken,
+        Stage::Prefill,
     ];
 
     fn label(self) -> &'static str {
@@ -84,6 +87,7 @@ impl Stage {
             Stage::Route => "route",
             Stage::UpstreamHeaders => "upstream_connect",
             Stage::UpstreamFirstToken => "upstream_first_token",
+            Stage::Prefill => "pd_prefill",
         }
     }
 }

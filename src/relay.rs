@@ -20,6 +20,7 @@ pub mod messages;
 pub mod native;
 mod observe;
 pub mod passthrough;
+pub mod pd;
 mod pump;
 pub mod reliability;
 pub mod responses;
@@ -40,6 +41,8 @@ use reliability::ReliabilityConfig;
 /// What every exchange with the workers shares.
 pub struct Relay {
     pub router: Arc<Router>,
+    /// Prefill/decode disaggregation: the prefill pool (`router` then holds the decode workers).
+    pub prefill: Option<Arc<crate::routing::pd::PrefillPool>>,
     pub client: Client,
     pub metrics: Arc<Metrics>,
     /// Detokenizes the output of workers that send only ids (`--skip-tokenizer-init`).

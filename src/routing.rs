@@ -5,6 +5,7 @@ pub mod cache_aware;
 pub mod config;
 pub mod consistent_hash;
 mod lru;
+pub mod pd;
 pub mod power_of_two;
 pub mod prefix_cost;
 pub mod prefix_index;
@@ -27,6 +28,9 @@ use crate::workers::{Worker, WorkerId};
 pub enum RouteError {
     #[error("no healthy worker is available")]
     NoHealthyWorker,
+    /// Prefill/decode disaggregation: decode workers are up, but no prefill worker is.
+    #[error("no healthy prefill worker is available")]
+    NoHealthyPrefillWorker,
 }
 
 /// What a policy may look at about the request.

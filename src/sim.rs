@@ -33,6 +33,7 @@ mod logprobs;
 mod metrics;
 mod openai;
 mod parallel;
+pub mod pd;
 mod plan;
 pub mod radix;
 mod reply;
@@ -142,6 +143,8 @@ pub struct SimOptions {
     pub speculative: engine::speculative::SpeculativeArgs,
     #[command(flatten)]
     pub faults: faults::FaultConfig,
+    #[command(flatten)]
+    pub pd: pd::PdOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,9 +223,27 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "enable_cache_report": opts.enable_cache_report, "incremental_streaming_output": opts.incremental_streaming_output,
         "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
+        "disaggregation_mode": opts.pd.disaggregation_mode,
     });
     speculative_server_args(&mut server_args, config.speculative.as_ref());
     let config_spec = config.speculative;
+    let pd = pd::Pd::new(&opts.pd);
+    if pd.mode == pd::Mode::Prefill {
+        let (tcp, addr) =
+            crate::net::bind(&opts.host, opts.pd.disaggregation_bootstrap_port).await?;
+        server_args["disaggregation_bootstrap_port"] = addr.port().into();
+        let bootstrap = pd::BootstrapServer {
+            rooms: std::sync::Arc::clone(&pd.rooms),
+            base_us: opts.pd.disaggregation_transfer_base_us,
+            per_token_us: opts.pd.disaggregation_transfer_us_per_token,
+            time_scale: if opts.zero_latency {
+                0.0
+            } else {
+                opts.time_scale
+            },
+        };
+        pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
+    }
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
     let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
@@ -246,6 +267,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         started_unix: unix_now(),
         recent: Default::default(),
         scripts: Default::default(),
+        pd,
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);

@@ -8,6 +8,20 @@ use super::config::{ModelSource, Rules};
 
 /// Overrides `--service-discovery-port` for one pod.
 pub const PORT_ANNOTATION: &str = "switchboard.ai/port";
+/// Prefill/decode disaggregation: `prefill` puts the pod in the prefill pool; `decode` (or no
+/// label) in the decode pool, which is the only pool outside PD mode.
+pub const ROLE_LABEL: &str = "switchboard.ai/pd-role";
+/// A prefill pod's bootstrap port (SGLang's `--disaggregation-bootstrap-port`); absent: null.
+pub const BOOTSTRAP_PORT_ANNOTATION: &str = "switchboard.ai/bootstrap-port";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A worker of the main pool (the decode pool in PD mode).
+    Main,
+    Prefill {
+        bootstrap_port: Option<u16>,
+    },
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodState {
@@ -15,6 +29,7 @@ pub enum PodState {
     Serving {
         url: String,
         model: Option<String>,
+        role: Role,
     },
     Excluded(String),
 }
@@ -85,9 +100,29 @@ pub fn evaluate(pod: &Pod, rules: &Rules) -> PodState {
             None => return excluded(&format!("no model annotation `{k}`")),
         },
     };
+    let role = match labels.and_then(|l| l.get(ROLE_LABEL)).map(String::as_str) {
+        None | Some("decode") => Role::Main,
+        Some("prefill") => match annotations.and_then(|a| a.get(BOOTSTRAP_PORT_ANNOTATION)) {
+            None => Role::Prefill {
+                bootstrap_port: None,
+            },
+            Some(p) => match p.parse::<u16>() {
+                Ok(p) => Role::Prefill {
+                    bootstrap_port: Some(p),
+                },
+                Err(_) => {
+                    return excluded(&format!(
+                        "annotation {BOOTSTRAP_PORT_ANNOTATION}=`{p}` is not a port"
+                    ))
+                }
+            },
+        },
+        Some(other) => return excluded(&format!("label {ROLE_LABEL}=`{other}` is not a role")),
+    };
     PodState::Serving {
         url: format!("{}://{host}:{port}", rules.scheme),
         model,
+        role,
     }
 }
 
@@ -155,14 +190,16 @@ mod tests {
             evaluate(&p, &rules(ModelSource::Worker)),
             PodState::Serving {
                 url: "http://10.0.0.7:8000".into(),
-                model: None
+                model: None,
+                role: Role::Main
             }
         );
         assert_eq!(
             evaluate(&p, &rules(ModelSource::Label("model".into()))),
             PodState::Serving {
                 url: "http://10.0.0.7:8000".into(),
-                model: Some("m".into())
+                model: Some("m".into()),
+                role: Role::Main
             }
         );
         let grpc = Rules {
@@ -184,9 +221,40 @@ mod tests {
             evaluate(&p, &rules(ModelSource::Annotation("m".into()))),
             PodState::Serving {
                 url: "http://[fd00::1]:30001".into(),
-                model: Some("x".into())
+                model: Some("x".into()),
+                role: Role::Main
             }
         );
+    }
+
+    #[test]
+    fn pd_roles_come_from_a_label() {
+        let r = rules(ModelSource::Worker);
+        let role = |patch| match evaluate(&pod(patch), &r) {
+            PodState::Serving { role, .. } => Ok(role),
+            PodState::Excluded(why) => Err(why),
+        };
+        assert_eq!(
+            role(json!({"metadata": {"labels": {ROLE_LABEL: "prefill"},
+                                     "annotations": {BOOTSTRAP_PORT_ANNOTATION: "8998"}}})),
+            Ok(Role::Prefill {
+                bootstrap_port: Some(8998)
+            })
+        );
+        assert_eq!(
+            role(json!({"metadata": {"labels": {ROLE_LABEL: "prefill"}}})),
+            Ok(Role::Prefill {
+                bootstrap_port: None
+            })
+        );
+        assert_eq!(
+            role(json!({"metadata": {"labels": {ROLE_LABEL: "decode"}}})),
+            Ok(Role::Main)
+        );
+        assert!(role(json!({"metadata": {"labels": {ROLE_LABEL: "both"}}})).is_err());
+        assert!(role(json!({"metadata": {"labels": {ROLE_LABEL: "prefill"},
+                                         "annotations": {BOOTSTRAP_PORT_ANNOTATION: "x"}}}))
+        .is_err());
     }
 
     #[test]

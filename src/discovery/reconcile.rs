@@ -9,8 +9,9 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::config::Rules;
-use super::pod::{self, PodState};
+use super::pod::{self, PodState, Role};
 use crate::metrics::Metrics;
+use crate::routing::pd::PrefillPool;
 use crate::routing::Router;
 use crate::upstream::{Client, Origin};
 use crate::workers::{RegistryError, WorkerId};
@@ -27,17 +28,21 @@ struct Unchecked {
     key: String,
     url: String,
     model: Option<String>,
+    role: Role,
 }
 
 struct Owned {
     url: String,
     id: WorkerId,
+    role: Role,
 }
 
 /// What discovery changes and reads: the worker set, the wire client for asking a pod its
 /// model, the model this gateway serves, and the metrics it counts changes in.
 pub struct Fleet {
     pub router: Arc<Router>,
+    /// PD mode: where pods labelled `switchboard.ai/pd-role=prefill` go.
+    pub prefill: Option<Arc<PrefillPool>>,
     pub client: Client,
     pub model: Arc<str>,
     pub metrics: Arc<Metrics>,
@@ -77,12 +82,21 @@ impl Reconciler {
             let key = pod::key(pod);
             match pod::evaluate(pod, &self.rules) {
                 PodState::Excluded(why) => self.remove(&key, &why),
-                PodState::Serving { url, model } => {
-                    if self.owned.get(&key).is_some_and(|o| o.url == url) {
+                PodState::Serving { url, model, role } => {
+                    if self
+                        .owned
+                        .get(&key)
+                        .is_some_and(|o| o.url == url && o.role == role)
+                    {
                         continue;
                     }
-                    self.remove(&key, "its address changed");
-                    unchecked.push(Unchecked { key, url, model });
+                    self.remove(&key, "its address or role changed");
+                    unchecked.push(Unchecked {
+                        key,
+                        url,
+                        model,
+                        role,
+                    });
                 }
             }
         }
@@ -90,7 +104,7 @@ impl Reconciler {
         // re-list, never registered under an unknown model.
         for (pod, verdict) in self.check_models(unchecked).await {
             match verdict {
-                Ok(()) => self.add(pod.key, pod.url),
+                Ok(()) => self.add(pod.key, pod.url, pod.role),
                 Err(why) => {
                     tracing::warn!(pod = %pod.key, url = %pod.url, reason = %why, "pod not added as a worker")
                 }
@@ -141,8 +155,24 @@ impl Reconciler {
         }
     }
 
-    fn add(&mut self, key: String, url: String) {
-        match self.fleet.router.add_worker(&url) {
+    /// The pool a role's workers join: the prefill pool's router (in PD mode), else the main one.
+    fn router_for(&self, role: Role) -> Option<&Arc<Router>> {
+        match (role, &self.fleet.prefill) {
+            (Role::Main, _) => Some(&self.fleet.router),
+            (Role::Prefill { .. }, Some(pool)) => Some(pool.router()),
+            (Role::Prefill { .. }, None) => None,
+        }
+    }
+
+    fn add(&mut self, key: String, url: String, role: Role) {
+        let Some(router) = self.router_for(role) else {
+            tracing::warn!(pod = %key, %url, "a prefill pod, but the gateway is not in PD mode: not added");
+            return;
+        };
+        if let (Role::Prefill { bootstrap_port }, Some(pool)) = (role, &self.fleet.prefill) {
+            pool.set_port(&url, bootstrap_port);
+        }
+        match router.add_worker(&url) {
             Ok(worker) => {
                 tracing::info!(pod = %key, %url, id = worker.id.0, "worker added");
                 self.fleet
@@ -150,7 +180,14 @@ impl Reconciler {
                     .discovery_changes
                     .with_label_values(&["added"])
                     .inc();
-                self.owned.insert(key, Owned { url, id: worker.id });
+                self.owned.insert(
+                    key,
+                    Owned {
+                        url,
+                        id: worker.id,
+                        role,
+                    },
+                );
             }
             Err(RegistryError::Duplicate(_)) => {
                 tracing::info!(pod = %key, %url, "worker already registered by the operator")
@@ -164,7 +201,10 @@ impl Reconciler {
             tracing::debug!(pod = %key, reason = %why, "pod is not a worker");
             return;
         };
-        if self.fleet.router.remove_worker(owned.id).is_some() {
+        let removed = self
+            .router_for(owned.role)
+            .and_then(|router| router.remove_worker(owned.id));
+        if removed.is_some() {
             tracing::info!(pod = %key, url = %owned.url, reason = %why, "worker removed");
             self.fleet
                 .metrics

@@ -1,8 +1,10 @@
 //! SGLang's native `/generate` API: the request we send and the chunks we read back
 //! (both the 0.5.9 and 0.5.23 shapes; see docs on `meta_info` and `finish_reason`).
 
+mod bootstrap;
 mod client_request;
 
+pub use bootstrap::Bootstrap;
 pub use client_request::ClientGenerateRequest;
 
 use serde::{Deserialize, Serialize};
@@ -88,6 +90,9 @@ pub struct GenerateRequest<'a> {
     pub sampling_params: &'a SamplingParams,
     pub stream: bool,
     pub rid: &'a str,
+    /// Prefill/decode disaggregation: where the decode worker finds the prompt's KV.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<&'a Bootstrap>,
 }
 
 /// One `/generate` response object (a whole answer, or one SSE chunk). `text` and `output_ids`

@@ -67,6 +67,13 @@ impl Leg {
         }
     }
 
+    /// Its worker finished its part (a prefill worker once the decode has its first token):
+    /// a success for the breaker, and nothing to abort.
+    pub fn done(&mut self) {
+        self.guard.outcome(false);
+        self.disarm();
+    }
+
     fn disarm(&mut self) {
         if let Some(a) = self.abort.as_mut() {
             a.disarm();

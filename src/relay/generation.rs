@@ -10,17 +10,17 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use super::exchange::Exchange;
+use super::pd;
 use super::retry::{self, Target};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
-use crate::protocol::sglang::SamplingParams;
+use crate::protocol::sglang::{GenerateRequest, SamplingParams};
 use crate::routing::RouteRequest;
 use crate::tokenize::IncrementalDecoder;
 use crate::upstream::generate::Delta;
 use crate::upstream::tokens::{self, TokenStream};
 use crate::upstream::UpstreamError;
-use crate::workers::WorkerId;
 
 pub struct Spec {
     pub rid: String,
@@ -48,7 +48,7 @@ pub struct Generation {
     /// The current leg continues a stream (its prompt holds relayed tokens): its prompt and
     /// cached counts are not the request's. A restart before the first token is not one.
     continued: bool,
-    tried: Vec<WorkerId>,
+    tried: retry::Tried,
 }
 
 impl Generation {
@@ -60,7 +60,7 @@ impl Generation {
         start: Instant,
     ) -> Result<Generation, GatewayError> {
         let mut exchange = Exchange::new(relay, endpoint, start);
-        let mut tried = Vec::new();
+        let mut tried = retry::Tried::default();
         let mut migrations = 0;
         // Why the last restart was needed: if no worker is left to restart on, that is the
         // client's error, not "no healthy worker".
@@ -347,7 +347,7 @@ async fn open_leg(
     session_key: Option<&str>,
     rid: &str,
     decoder: Option<&IncrementalDecoder>,
-    tried: &mut Vec<WorkerId>,
+    tried: &mut retry::Tried,
 ) -> Result<(TokenStream, Delta), GatewayError> {
     let relay = Arc::clone(exchange.relay());
     let target = Target {
@@ -358,31 +358,52 @@ async fn open_leg(
         rid,
         abort: Abort::Rid,
     };
-    retry::open(exchange, &target, tried, |worker| {
+    retry::open(exchange, &target, tried, |dest| {
         let relay = Arc::clone(&relay);
         async move {
-            let started = Instant::now();
-            let mut up = tokens::start(
-                &relay.client,
-                &worker.origin,
-                Arc::clone(&relay.tokenizer),
+            let request = GenerateRequest {
                 input_ids,
-                params,
-                rid,
-                decoder.cloned(),
-            )
-            .instrument(crate::traces::stage("upstream_connect"))
-            .await?;
-            relay
-                .metrics
-                .stage(Stage::UpstreamHeaders, started.elapsed().as_secs_f64());
-            match up.next().await? {
-                Some(delta) => Ok((up, delta)),
-                None => Err(UpstreamError::Protocol {
-                    url: worker.url().to_owned(),
-                    reason: "stream ended before any output".into(),
-                }),
+                sampling_params: params,
+                stream: true,
+                rid: &dest.rid,
+                bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
+            };
+            let decode = async {
+                let started = Instant::now();
+                let mut up = tokens::start(
+                    &relay.client,
+                    &dest.worker.origin,
+                    Arc::clone(&relay.tokenizer),
+                    &request,
+                    decoder.cloned(),
+                )
+                .instrument(crate::traces::stage("upstream_connect"))
+                .await?;
+                relay
+                    .metrics
+                    .stage(Stage::UpstreamHeaders, started.elapsed().as_secs_f64());
+                match up.next().await? {
+                    Some(delta) => Ok((up, delta)),
+                    None => Err(UpstreamError::Protocol {
+                        url: dest.worker.url().to_owned(),
+                        reason: "stream ended before any output".into(),
+                    }),
+                }
+            };
+            let Some(prefill) = &dest.prefill else {
+                return decode.await;
+            };
+            let origin = &prefill.worker.origin;
+            let body = generate::request_body(origin, &request)?;
+            let ((mut up, mut first), prefilled) =
+                pd::paired(&relay, prefill, "/generate", body, decode).await?;
+            // The prompt was cached (or not) on the prefill worker: that count is the usage's.
+            if let Some(p) = prefilled {
+                let cached = u32::try_from(p.cached_tokens).unwrap_or(u32::MAX);
+                up.set_cached_tokens(cached);
+                first.cached_tokens = cached;
             }
+            Ok((up, first))
         }
     })
     .await

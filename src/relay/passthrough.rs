@@ -18,7 +18,8 @@ use hyper::body::Incoming;
 
 use super::exchange::{Exchange, Usage};
 use super::observe::Observer;
-use super::retry::{self, Target};
+use super::pd;
+use super::retry::{self, Target, Tried};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
@@ -47,7 +48,8 @@ pub struct Forward<'a> {
 
 pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, GatewayError> {
     // gRPC workers count as tried already: the retry loop picks among the HTTP ones.
-    let mut tried = grpc_workers(relay, f.path)?;
+    let mut tried = Tried::default();
+    tried.workers = grpc_workers(relay, f.path)?;
     // The exchange exists before the request goes out, so a client that leaves while we wait
     // for the worker's headers is counted (and the worker's request aborted) like any other.
     let mut ex = Exchange::new(relay, f.endpoint, f.start);
@@ -59,16 +61,32 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         rid: f.rid,
         abort: f.abort,
     };
-    let sent = retry::open(&mut ex, &target, &mut tried, |worker| {
+    let sent = retry::open(&mut ex, &target, &mut tried, |dest| {
         let client = relay.client.clone();
         let body = f.body.clone();
         async move {
-            let resp = client
-                .post_json(&worker.origin, f.path, body)
-                .instrument(crate::traces::stage("upstream_connect"))
-                .await?;
-            // A refusal SGLang streams after its 200 is still an error (and may be retried).
-            first_event::read(resp, &worker.origin.url).await
+            // Both legs get the body with the pair's bootstrap fields.
+            let body = match &dest.prefill {
+                Some(p) => {
+                    let rid = (dest.rid != f.rid).then_some(dest.rid.as_str());
+                    p.bootstrap.inject(&body, rid).map_or(body, Bytes::from)
+                }
+                None => body,
+            };
+            let decode = async {
+                let resp = client
+                    .post_json(&dest.worker.origin, f.path, body.clone())
+                    .instrument(crate::traces::stage("upstream_connect"))
+                    .await?;
+                // A refusal SGLang streams after its 200 is still an error (and may be retried).
+                first_event::read(resp, &dest.worker.origin.url).await
+            };
+            match &dest.prefill {
+                None => decode.await,
+                // The decode worker's bytes are the answer; they carry the prefill's cached
+                // count already (SGLang's decode reports the transferred one).
+                Some(p) => Ok(pd::paired(relay, p, f.path, body.clone(), decode).await?.0),
+            }
         }
     })
     .await;

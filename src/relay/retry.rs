@@ -1,6 +1,11 @@
 //! The one retry loop, used by every path: pick → try → classify → back off → next worker.
 //! A request goes to another worker only while nothing has reached the client and the error
 //! says the first worker cannot run it (see `UpstreamError::started`), so nothing is run twice.
+//!
+//! With prefill/decode disaggregation a leg is a pair: the loop picks the decode worker (the
+//! answer's) from the main pool and a prefill worker from the prefill pool, books both, and
+//! hands the attempt both with fresh bootstrap fields. A failure is blamed on the worker it came
+//! from; the other leg's abort goes out as it drops, so a failed pair is aborted on both sides.
 
 use crate::upstream::abort::Abort;
 use std::future::Future;
@@ -9,6 +14,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::exchange::{Exchange, Leg};
+use super::pd::PrefillTarget;
 use crate::error::GatewayError;
 use crate::routing::RouteRequest;
 use crate::upstream::UpstreamError;
@@ -23,57 +29,118 @@ pub struct Target<'a> {
     pub abort: Abort,
 }
 
-/// Opens a leg on the best worker not in `tried`: `attempt` sends the request and reads up to
+/// Where one attempt goes: the worker whose answer the client gets, and in PD mode the prefill
+/// worker paired with it.
+pub struct Dest {
+    pub worker: Arc<Worker>,
+    pub prefill: Option<PrefillTarget>,
+    /// The rid this attempt's workers know it by: the request's, except for a PD pair after the
+    /// first (`r<n>-<rid>`), whose decode worker may be the last pair's and still hold the rid
+    /// until our abort for it lands: the same rid would be refused as a duplicate (0.5.23) or
+    /// killed by that abort, and so would any rid it prefixes (SGLang aborts by prefix).
+    pub rid: String,
+}
+
+/// Workers a request already failed on, per pool (kept across a restart, so a dead worker is
+/// not picked again for the same request), and how many PD pairs it was sent to.
+#[derive(Default)]
+pub struct Tried {
+    pub workers: Vec<WorkerId>,
+    pub prefill: Vec<WorkerId>,
+    pairs: u32,
+}
+
+/// Opens a leg on the best worker not yet tried: `attempt` sends the request and reads up to
 /// the point where the caller can answer the client (the first token, or the headers). On
 /// success the leg becomes the exchange's current one; a final failure is returned, and the
 /// caller decides how the exchange ends.
 pub async fn open<T, F, Fut>(
     ex: &mut Exchange,
     target: &Target<'_>,
-    tried: &mut Vec<WorkerId>,
+    tried: &mut Tried,
     mut attempt: F,
 ) -> Result<T, GatewayError>
 where
-    F: FnMut(Arc<Worker>) -> Fut,
+    F: FnMut(Dest) -> Fut,
     Fut: Future<Output = Result<T, UpstreamError>>,
 {
     let relay = Arc::clone(ex.relay());
     let mut retries = 0u32;
     let mut last: Option<UpstreamError> = None;
+    // Every candidate failed already: what the last one said is the real answer.
+    let give_up = |e: crate::routing::RouteError, last: Option<UpstreamError>| {
+        last.map_or_else(|| e.into(), GatewayError::from)
+    };
     loop {
-        let picked =
-            crate::traces::stage("route").in_scope(|| relay.router.pick(&target.route, tried));
+        let picked = crate::traces::stage("route")
+            .in_scope(|| relay.router.pick(&target.route, &tried.workers));
         let (worker, pick) = match picked {
             Ok(p) => p,
-            // Every candidate failed already: what the last one said is the real answer.
-            Err(e) => return Err(last.map_or_else(|| e.into(), GatewayError::from)),
+            Err(e) => return Err(give_up(e, last)),
         };
-        tried.push(worker.id);
-        let mut leg = Leg::book(
-            &relay,
-            &worker,
-            pick,
-            target.route.prompt_ids.len(),
-            target.abort.rids(target.rid),
-        );
+        let prefill = match &relay.prefill {
+            Some(pool) => match pool.pick(&target.route, &tried.prefill) {
+                Ok((pw, ppick)) => Some((pool.bootstrap(&pw), pw, ppick)),
+                Err(e) => return Err(give_up(e, last)),
+            },
+            None => None,
+        };
+        tried.workers.push(worker.id);
+        let rid = match (&prefill, target.abort) {
+            (Some(_), Abort::Rid) if tried.pairs > 0 => format!("r{}-{}", tried.pairs, target.rid),
+            _ => target.rid.to_owned(),
+        };
+        tried.pairs += u32::from(prefill.is_some());
+        let rids = target.abort.rids(&rid);
+        let prompt_len = target.route.prompt_ids.len();
+        // A decode worker of a pair computes no prompt: its booked prefill is nil.
+        let decode_prompt = if prefill.is_some() { 0 } else { prompt_len };
+        let mut leg = Leg::book(&relay, &worker, pick, decode_prompt, rids.clone());
+        let mut prefill_leg = prefill
+            .as_ref()
+            .map(|(_, pw, ppick)| Leg::book(&relay, pw, *ppick, prompt_len, rids));
         ex.waiting_on(&worker.origin);
-        let attempt =
-            attempt(Arc::clone(&worker)).instrument(crate::traces::upstream(worker.url()));
+        let dest = Dest {
+            worker: Arc::clone(&worker),
+            prefill: prefill.map(|(bootstrap, pw, _)| PrefillTarget {
+                worker: pw,
+                bootstrap,
+            }),
+            rid,
+        };
+        let prefill_worker = dest.prefill.as_ref().map(|p| Arc::clone(&p.worker));
+        let attempt = attempt(dest).instrument(crate::traces::upstream(worker.url()));
         match ex.wait(attempt).await {
             Ok(value) => {
+                // The prefill worker's part is over once the decode has its first token.
+                if let Some(mut p) = prefill_leg {
+                    p.done();
+                }
                 ex.set_leg(leg);
                 return Ok(value);
             }
             Err(e) => {
-                leg.refused(&e, &relay);
+                let from_prefill = prefill_worker
+                    .as_ref()
+                    .filter(|pw| e.worker_url() == Some(pw.url()));
+                match (from_prefill, prefill_leg.as_mut()) {
+                    (Some(pw), Some(p)) => {
+                        // The decode worker was fine: it may serve the next attempt.
+                        p.refused(&e, &relay);
+                        tried.workers.retain(|id| *id != worker.id);
+                        tried.prefill.push(pw.id);
+                    }
+                    _ => leg.refused(&e, &relay),
+                }
                 if !e.may_retry() || retries >= relay.reliability.max_retries {
                     return Err(e.into());
                 }
                 retries += 1;
                 relay.metrics.retries.inc();
                 tracing::info!(rid = target.rid, worker = %worker.url(), error = %e, attempt = retries, "retrying on another worker");
-                // The failed leg drops here: load released, abort sent if the worker may have started.
+                // The failed legs drop here: load released, abort sent if a worker may have started.
                 drop(leg);
+                drop(prefill_leg);
                 last = Some(e);
                 let wait = relay.reliability.backoff(retries);
                 if !wait.is_zero() {

@@ -47,6 +47,9 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
     let workers = app.router.registry().snapshot();
     let healthy = workers.iter().filter(|w| w.is_healthy()).count();
     let draining = *app.draining.borrow();
+    // PD: a request needs a worker of each role.
+    let prefill_ok = app.relay.prefill.as_ref().is_none_or(|p| p.any_healthy());
+    let healthy = if prefill_ok { healthy } else { 0 };
     let status = if healthy > 0 && !draining {
         StatusCode::OK
     } else {
@@ -66,7 +69,14 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .tokenizer_cache_bytes
         .set(app.model.tokenizer.cached_bytes() as i64);
     // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
-    for w in app.router.registry().snapshot().iter() {
+    // PD: the prefill pool's workers too.
+    let prefill = app
+        .relay
+        .prefill
+        .as_ref()
+        .map(|p| p.router().registry().snapshot());
+    let decode = app.router.registry().snapshot();
+    for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
         app.metrics
             .worker_in_flight
             .with_label_values(&[w.url()])

@@ -11,11 +11,21 @@ use tokio::time::Instant;
 use super::engine::{DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
 
 /// What a waiting handler hears about its request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
-    Started { cached_tokens: usize },
-    Tokens { produced: usize, finished: bool },
+    Started {
+        cached_tokens: usize,
+    },
+    Tokens {
+        produced: usize,
+        finished: bool,
+    },
     Aborted,
+    /// Ended by the scheduler with an HTTP status (a failed KV transfer, in PD).
+    Failed {
+        message: String,
+        status: u16,
+    },
 }
 
 struct Subscriber {
@@ -64,6 +74,16 @@ pub struct Ticket {
     pub events: mpsc::UnboundedReceiver<Progress>,
 }
 
+impl Ticket {
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    pub fn driver(&self) -> &Arc<Driver> {
+        &self.driver
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut core = self.driver.lock();
@@ -104,6 +124,69 @@ impl Driver {
         output: Vec<u32>,
         same_rid: SameRid,
     ) -> Result<Ticket, SubmitError> {
+        self.register(rid, same_rid, |engine, id| {
+            engine.submit(NewRequest { id, prompt, output })
+        })
+    }
+
+    /// Registers a request whose prompt KV is still to arrive from a prefill worker (PD decode
+    /// role): checked now, but the engine sees it only at [`Driver::admit_transferred`].
+    pub fn submit_awaiting_kv(
+        self: &Arc<Self>,
+        rid: &str,
+        prompt: &[u32],
+        output: &[u32],
+        same_rid: SameRid,
+    ) -> Result<Ticket, SubmitError> {
+        self.register(rid, same_rid, |engine, id| {
+            engine.check(&NewRequest {
+                id,
+                prompt: prompt.to_vec(),
+                output: output.to_vec(),
+            })
+        })
+    }
+
+    /// The KV of a registered request arrived: it joins the engine's transferred queue. False
+    /// if its client is gone (or the engine refused it).
+    pub fn admit_transferred(
+        &self,
+        ticket_id: RequestId,
+        prompt: Vec<u32>,
+        output: Vec<u32>,
+        cached_tokens: usize,
+    ) -> bool {
+        let admitted = {
+            let mut core = self.lock();
+            if !core.subscribers.contains_key(&ticket_id) {
+                return false;
+            }
+            let req = NewRequest {
+                id: ticket_id,
+                prompt,
+                output,
+            };
+            core.engine.submit_transferred(req, cached_tokens).is_ok()
+        };
+        self.wake.notify_one();
+        admitted
+    }
+
+    /// Ends a registered request with an HTTP status before it reached the engine's batch.
+    pub fn fail(&self, ticket_id: RequestId, message: String, status: u16) {
+        let mut core = self.lock();
+        core.engine.abort(ticket_id);
+        if let Some(sub) = core.subscribers.remove(&ticket_id) {
+            let _ = sub.tx.send(Progress::Failed { message, status });
+        }
+    }
+
+    fn register(
+        self: &Arc<Self>,
+        rid: &str,
+        same_rid: SameRid,
+        enter: impl FnOnce(&mut Engine, RequestId) -> Result<(), Rejection>,
+    ) -> Result<Ticket, SubmitError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = {
             let mut core = self.lock();
@@ -122,7 +205,7 @@ impl Driver {
             }
             let id = RequestId(core.next_id);
             core.next_id += 1;
-            core.engine.submit(NewRequest { id, prompt, output })?;
+            enter(&mut core.engine, id)?;
             core.subscribers.insert(
                 id,
                 Subscriber {

@@ -30,6 +30,7 @@
 mod scheduler;
 pub mod speculative;
 pub mod timing;
+mod transferred;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -229,6 +230,9 @@ pub struct Engine {
     reserved_tokens: usize,
     chunked: bool,
     stats: Stats,
+    /// Decode role (PD): requests whose prompt KV arrived from a prefill worker, waiting for a
+    /// running slot; with the cached count the prefill side reported.
+    transferred: VecDeque<(Request, usize)>,
 }
 
 impl Engine {
@@ -247,6 +251,7 @@ impl Engine {
             reserved_tokens: 0,
             chunked: false,
             stats: Stats::default(),
+            transferred: VecDeque::new(),
         }
     }
 
@@ -255,6 +260,37 @@ impl Engine {
     }
 
     pub fn submit(&mut self, req: NewRequest) -> Result<(), Rejection> {
+        self.check(&req)?;
+        if self
+            .cfg
+            .max_queued_requests
+            .is_some_and(|max| self.waiting.len() >= max)
+        {
+            return Err(Rejection::QueueFull);
+        }
+        let prompt_len = req.prompt.len();
+        let mut tokens = req.prompt;
+        tokens.extend_from_slice(&req.output);
+        self.live.insert(req.id);
+        let seed = self.spec_seed(&tokens);
+        self.waiting.push_back(Request {
+            id: req.id,
+            tokens,
+            prompt_len,
+            seed,
+        });
+        Ok(())
+    }
+
+    /// The seed of a request's speculative draws (0 without speculation).
+    fn spec_seed(&self, tokens: &[u32]) -> u64 {
+        self.cfg
+            .speculative
+            .map_or(0, |_| speculative::seed_of(tokens))
+    }
+
+    /// The checks every new request passes, whichever queue it joins.
+    pub fn check(&self, req: &NewRequest) -> Result<(), Rejection> {
         let (prompt_tokens, max_new_tokens) = (req.prompt.len(), req.output.len());
         let context_length = self.cfg.context_length;
         if prompt_tokens == 0 {
@@ -286,26 +322,6 @@ impl Engine {
         if self.live.contains(&req.id) {
             return Err(Rejection::DuplicateId);
         }
-        if self
-            .cfg
-            .max_queued_requests
-            .is_some_and(|max| self.waiting.len() >= max)
-        {
-            return Err(Rejection::QueueFull);
-        }
-        let mut tokens = req.prompt;
-        tokens.extend_from_slice(&req.output);
-        let seed = self
-            .cfg
-            .speculative
-            .map_or(0, |_| speculative::seed_of(&tokens));
-        self.live.insert(req.id);
-        self.waiting.push_back(Request {
-            id: req.id,
-            tokens,
-            prompt_len: prompt_tokens,
-            seed,
-        });
         Ok(())
     }
 
@@ -317,6 +333,10 @@ impl Engine {
         }
         if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
             self.waiting.remove(i);
+            return true;
+        }
+        if let Some(i) = self.transferred.iter().position(|(r, _)| r.id == id) {
+            self.transferred.remove(i);
             return true;
         }
         if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
@@ -333,6 +353,9 @@ impl Engine {
 
     /// The next forward step, or `None` when there is nothing to run.
     pub fn step(&mut self) -> Option<Step> {
+        if let Some(step) = self.admit_transferred() {
+            return Some(step);
+        }
         if let Some(step) = self.prefill_step() {
             return Some(step);
         }
@@ -340,7 +363,7 @@ impl Engine {
     }
 
     pub fn is_idle(&self) -> bool {
-        self.running.is_empty() && self.waiting.is_empty()
+        self.running.is_empty() && self.waiting.is_empty() && self.transferred.is_empty()
     }
 
     /// Empties the prefix cache; refused (false) unless idle, as SGLang.
@@ -378,7 +401,7 @@ impl Engine {
         LoadSnapshot {
             dp_rank: 0,
             num_running_reqs: self.running.len(),
-            num_waiting_reqs: self.waiting.len(),
+            num_waiting_reqs: self.waiting.len() + self.transferred.len(),
             num_waiting_uncached_tokens: uncached,
             num_used_tokens: used,
             max_total_num_tokens: cap,

@@ -120,7 +120,8 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         // Without a tokenizer SGLang cannot match stop strings; the caller must.
         params.stop.clear();
     }
-    let run = match Run::start(&state, rid.clone(), prompt, &params) {
+    let bootstrap = super::pd::Bootstrap::of(&body);
+    let run = match Run::start_pd(&state, rid.clone(), prompt, &params, &bootstrap) {
         Ok(run) => run,
         // A duplicate rid is the front end's `ValueError`, like the checks above.
         Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),

@@ -14,6 +14,7 @@ mod formats;
 use self::formats::{Chat, Text};
 use super::logprobs::Logprobs;
 use super::parallel;
+use super::pd::Bootstrap;
 use super::reply::{self, json, run_error, Format};
 use super::run::{Run, RunError, Update};
 use super::shapes::{CachedTokens, Envelope, ErrorObject, Finish, Usage};
@@ -74,6 +75,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         sampling: &req.sampling,
         max_tokens: req.max_completion_tokens.or(req.sampling.max_tokens),
         rid: rid_of(&body),
+        bootstrap: Bootstrap::of(&body),
         stream: req.stream,
     };
     let logprobs = req
@@ -103,6 +105,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         // OpenAI's completions default.
         max_tokens: req.sampling.max_tokens.or(Some(16)),
         rid: rid_of(&body),
+        bootstrap: Bootstrap::of(&body),
         stream: req.stream,
     };
     let common = Common::new(&state, req.model, req.stream_options, false, req.logprobs);
@@ -115,6 +118,7 @@ struct Ask<'a> {
     sampling: &'a Sampling,
     max_tokens: Option<i64>,
     rid: Option<String>,
+    bootstrap: Bootstrap,
     stream: bool,
 }
 
@@ -163,7 +167,7 @@ async fn respond<F: Format>(
     let rid = ask
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    match Run::start(state, rid, ask.prompt, &params) {
+    match Run::start_pd(state, rid, ask.prompt, &params, &ask.bootstrap) {
         Ok(run) => reply::answer(run, ask.stream, route(common)).await,
         Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),

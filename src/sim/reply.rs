@@ -63,6 +63,15 @@ pub async fn answer<F: Format>(run: Run, stream: bool, format: F) -> Response {
         if run.complete().await.is_err() {
             return reset();
         }
+        if let Some((message, status)) = run.failure() {
+            // A scheduler abort with a 5xx: FastAPI's HTTPException, rendered as SGLang's
+            // `ErrorResponse` (its HTTPException handler).
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return json(
+                code,
+                &ErrorObject::new(message, &status.to_string(), status),
+            );
+        }
         return json(StatusCode::OK, &format.body(run));
     }
     let events = futures_util::stream::unfold(Some((run, format)), |st| async move {

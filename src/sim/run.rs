@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::driver::{Progress, SubmitError, Ticket};
 use super::engine::Rejection;
+use super::pd::{self, Bootstrap, KvInfo, Mode};
 use super::plan::Plan;
 use super::state::{ReceivedRequest, SimState};
 use crate::protocol::sglang::{FinishReason, SamplingParams};
@@ -50,6 +51,30 @@ pub struct Run {
     /// Engine steps that gave this request tokens (prefill's first token, then one per decode
     /// round): SGLang's `spec_verify_ct` is this less one.
     token_steps: u64,
+    /// Its part in a disaggregated pair (`--disaggregation-mode`).
+    pd: Option<PdRun>,
+    /// Ended by the scheduler with an HTTP status: the message and the status.
+    failure: Option<(String, u16)>,
+}
+
+enum PdRun {
+    /// Holds the room's KV once prefilled, until a decode takes it.
+    Prefill { room: u64, handed_over: bool },
+    /// Waits for the room's KV; the task is stopped when the run goes.
+    Decode { transfer: tokio::task::AbortHandle },
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        match &self.pd {
+            Some(PdRun::Prefill {
+                room,
+                handed_over: false,
+            }) => self.state.pd.rooms.forget(*room),
+            Some(PdRun::Decode { transfer }) => transfer.abort(),
+            _ => {}
+        }
+    }
 }
 
 pub struct Update {
@@ -65,6 +90,18 @@ impl Run {
         prompt: Vec<u32>,
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
+        Run::start_pd(state, rid, prompt, params, &Bootstrap::default())
+    }
+
+    /// [`Run::start`] for a request with its bootstrap fields, which a worker in a
+    /// disaggregated role needs.
+    pub fn start_pd(
+        state: &Arc<SimState>,
+        rid: String,
+        prompt: Vec<u32>,
+        params: &SamplingParams,
+        bootstrap: &Bootstrap,
+    ) -> Result<Run, RunError> {
         state.metrics.requests.inc();
         state.record(ReceivedRequest {
             rid: rid.clone(),
@@ -74,8 +111,17 @@ impl Run {
         if state.faults.should_fail() {
             return Err(RunError::Injected);
         }
+        let room = match (state.pd.mode, bootstrap.bootstrap_room) {
+            (Mode::Null, _) => None,
+            (_, Some(room)) => Some(room),
+            (_, None) => return Err(RunError::BadRequest(pd::missing_room(&rid))),
+        };
         let prompt_tokens = prompt.len();
         let mut params = params.clone();
+        if state.pd.mode == Mode::Prefill {
+            // The prefill side computes the first token only (SGLang ends it with length 0).
+            params.max_new_tokens = Some(1);
+        }
         if params.max_new_tokens.is_none() {
             // Like SGLang's OpenAI routes: no limit means up to the context.
             let room = state.context_length.saturating_sub(prompt_tokens).max(1);
@@ -85,19 +131,35 @@ impl Run {
             Some(ids) => Plan::scripted(&state.tokenizer, &state.vocab, ids, &params),
             None => Plan::new(&state.vocab, &prompt, &params, state.eos_probability),
         };
-        let ticket = state
-            .driver
-            .submit(
-                &rid,
-                prompt,
-                plan.output_ids.clone(),
-                state.version.same_rid(),
-            )
-            .map_err(|r| match r {
-                SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
-                SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
-                e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
-            })?;
+        let submitted = match (state.pd.mode, room) {
+            (Mode::Decode, Some(room)) => state
+                .driver
+                .submit_awaiting_kv(&rid, &prompt, &plan.output_ids, state.version.same_rid())
+                .map(|t| {
+                    let transfer = await_kv(state, &t, &rid, room, bootstrap, prompt, &plan);
+                    (t, Some(PdRun::Decode { transfer }))
+                }),
+            _ => state
+                .driver
+                .submit(
+                    &rid,
+                    prompt,
+                    plan.output_ids.clone(),
+                    state.version.same_rid(),
+                )
+                .map(|t| {
+                    let pd = room.map(|room| PdRun::Prefill {
+                        room,
+                        handed_over: false,
+                    });
+                    (t, pd)
+                }),
+        };
+        let (ticket, pd) = submitted.map_err(|r| match r {
+            SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
+            SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
+            e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
+        })?;
         state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {
             rid,
@@ -114,6 +176,8 @@ impl Run {
             stalled: false,
             dying: false,
             token_steps: 0,
+            pd,
+            failure: None,
         })
     }
 
@@ -156,6 +220,11 @@ impl Run {
         self.record_latency(new_tokens);
         self.produced = produced;
         if self.finished() && new_tokens > 0 {
+            if let Err(message) = self.hand_over_kv().await {
+                self.failure = Some((message, 500));
+                self.aborted = true;
+                return Ok(None);
+            }
             // Counted once the last token is known, as SGLang does when a request finishes.
             self.state.metrics.e2e.observe(self.e2e_latency());
             self.state
@@ -190,7 +259,41 @@ impl Run {
                 *latest = Some(produced);
             }
             Progress::Aborted => self.aborted = true,
+            Progress::Failed { message, status } => {
+                self.failure = Some((message, status));
+                self.aborted = true;
+            }
         }
+    }
+
+    /// Prefill role: publishes the room's KV and waits until a decode took it (SGLang answers
+    /// a prefill request once its transfer succeeded), or the bootstrap timeout.
+    async fn hand_over_kv(&mut self) -> Result<(), String> {
+        let Some(PdRun::Prefill { room, handed_over }) = &mut self.pd else {
+            return Ok(());
+        };
+        let info = KvInfo {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+        };
+        let pd = &self.state.pd;
+        let taken = pd.rooms.publish(*room, info);
+        match tokio::time::timeout(pd.bootstrap_timeout, taken).await {
+            Ok(Ok(())) => {
+                *handed_over = true;
+                Ok(())
+            }
+            _ => Err(pd::prefill_timeout(
+                &self.rid,
+                *room,
+                pd.bootstrap_timeout.as_secs_f64(),
+            )),
+        }
+    }
+
+    /// Ended by the scheduler with an HTTP status (message, status).
+    pub fn failure(&self) -> Option<(&str, u16)> {
+        self.failure.as_ref().map(|(m, s)| (m.as_str(), *s))
     }
 
     fn record_latency(&mut self, new_tokens: usize) {
@@ -223,6 +326,13 @@ impl Run {
     }
 
     pub fn finish_reason(&self) -> Option<FinishReason> {
+        if let Some((message, status)) = &self.failure {
+            return Some(FinishReason::Abort {
+                message: Some(message.clone()),
+                status_code: Some(*status),
+                err_type: None,
+            });
+        }
         if self.aborted {
             // The scheduler's two abort paths: popped from the waiting queue (the tokenizer's
             // fallback message), or a running request finished with `FINISH_ABORT()`.
@@ -259,4 +369,38 @@ impl Run {
     pub fn e2e_latency(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
+}
+
+/// Decode role: fetches the room's KV from the prefill side in the background, then admits the
+/// request to the engine's batch; a failed transfer ends it with SGLang's 500.
+fn await_kv(
+    state: &Arc<SimState>,
+    ticket: &Ticket,
+    rid: &str,
+    room: u64,
+    bootstrap: &Bootstrap,
+    prompt: Vec<u32>,
+    plan: &Plan,
+) -> tokio::task::AbortHandle {
+    let addr = format!(
+        "{}:{}",
+        bootstrap.bootstrap_host.as_deref().unwrap_or("None"),
+        bootstrap
+            .bootstrap_port
+            .map_or_else(|| "None".to_owned(), |p| p.to_string())
+    );
+    let driver = Arc::clone(ticket.driver());
+    let id = ticket.id();
+    let output = plan.output_ids.clone();
+    let timeout = state.pd.waiting_timeout;
+    let rid = rid.to_owned();
+    tokio::spawn(async move {
+        match pd::fetch_kv(&addr, room, timeout).await {
+            Ok(info) => {
+                driver.admit_transferred(id, prompt, output, info.cached_tokens);
+            }
+            Err(failure) => driver.fail(id, failure.message(&rid, room), 500),
+        }
+    })
+    .abort_handle()
 }

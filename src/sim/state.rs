@@ -35,6 +35,8 @@ pub struct SimState {
     pub recent: Mutex<VecDeque<ReceivedRequest>>,
     /// `POST /sim/script` rules: prompts that make the model say a given text.
     pub scripts: Scripts,
+    /// Prefill/decode disaggregation: the role, and the prefill side's rooms.
+    pub pd: super::pd::Pd,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::{Client, Origin, UpstreamError};
-use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest, SamplingParams};
+use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use received::Received;
@@ -50,30 +50,20 @@ pub struct GenerateStream {
     stop_matched: Option<String>,
     stopped_here: bool,
     finished: bool,
+    /// The prompt's cached count from elsewhere (a PD pair's prefill worker), reported instead
+    /// of this worker's.
+    cached_tokens: Option<u32>,
 }
 
 pub async fn start(
     client: &Client,
     worker: &Arc<Origin>,
     tokenizer: Arc<Tokenizer>,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    rid: &str,
+    request: &GenerateRequest<'_>,
     decoder: Option<IncrementalDecoder>,
 ) -> Result<GenerateStream, UpstreamError> {
-    let body = serde_json::to_vec(&GenerateRequest {
-        input_ids,
-        sampling_params: params,
-        stream: true,
-        rid,
-    })
-    .map_err(|e| UpstreamError::Protocol {
-        url: worker.url.clone(),
-        reason: e.to_string(),
-    })?;
-    let resp = client
-        .post_json(worker, "/generate", Bytes::from(body))
-        .await?;
+    let body = request_body(worker, request)?;
+    let resp = client.post_json(worker, "/generate", body).await?;
     Ok(GenerateStream {
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
@@ -83,11 +73,25 @@ pub async fn start(
         own_text: decoder.is_some(),
         detok: decoder,
         tokenizer,
-        stop: params.stop.clone(),
+        stop: request.sampling_params.stop.clone(),
         stop_matched: None,
         stopped_here: false,
         finished: false,
+        cached_tokens: None,
     })
+}
+
+/// The `/generate` body (a PD pair's prefill worker gets the same).
+pub fn request_body(
+    worker: &Origin,
+    request: &GenerateRequest<'_>,
+) -> Result<Bytes, UpstreamError> {
+    serde_json::to_vec(request)
+        .map(Bytes::from)
+        .map_err(|e| UpstreamError::Protocol {
+            url: worker.url.clone(),
+            reason: e.to_string(),
+        })
 }
 
 impl GenerateStream {
@@ -218,7 +222,7 @@ impl GenerateStream {
             finish,
             prompt_tokens: meta.prompt_tokens,
             completion_tokens: self.completion_tokens,
-            cached_tokens: meta.cached_tokens,
+            cached_tokens: self.cached_tokens.unwrap_or(meta.cached_tokens),
         }))
     }
 
@@ -278,6 +282,11 @@ impl GenerateStream {
             let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
             counter.inc_by(u64::from(last.saturating_sub(received)));
         });
+    }
+
+    /// Reports `cached` as the prompt's cached tokens from now on (a PD pair's prefill count).
+    pub fn set_cached_tokens(&mut self, cached: u32) {
+        self.cached_tokens = Some(cached);
     }
 
     /// Our decoder, in the state it reached (`None` if the worker's text was used).

@@ -59,6 +59,15 @@ impl Origin {
         &self.authority
     }
 
+    /// The host part of the address (what a decode worker is told to find a prefill worker at).
+    pub fn host(&self) -> &str {
+        let a = self.authority.as_str();
+        match a.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(v6),
+            None => a.rsplit_once(':').map_or(a, |(host, _)| host),
+        }
+    }
+
     pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
         Uri::builder()
             .scheme(if self.https { "https" } else { "http" })
@@ -71,6 +80,17 @@ impl Origin {
 #[cfg(test)]
 mod tests {
     use super::Origin;
+
+    #[test]
+    fn host_of_an_origin() {
+        for (url, host) in [
+            ("http://10.0.0.2:30000", "10.0.0.2"),
+            ("https://prefill.local", "prefill.local"),
+            ("http://[::1]:8000", "::1"),
+        ] {
+            assert_eq!(Origin::parse(url).unwrap().host(), host);
+        }
+    }
 
     #[test]
     fn url_validation() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::generate::{self, Delta, GenerateStream};
 use super::grpc::generate::{self as grpc_generate, GrpcStream};
 use super::{Client, Origin, UpstreamError};
-use crate::protocol::sglang::SamplingParams;
+use crate::protocol::sglang::GenerateRequest;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 
 pub enum TokenStream {
@@ -20,25 +20,24 @@ pub async fn start(
     client: &Client,
     worker: &Arc<Origin>,
     tokenizer: Arc<Tokenizer>,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    rid: &str,
+    request: &GenerateRequest<'_>,
     decoder: Option<IncrementalDecoder>,
 ) -> Result<TokenStream, UpstreamError> {
     if worker.is_grpc() {
+        // PD pairs are HTTP workers (their bootstrap fields are `/generate`'s).
         let s = grpc_generate::start(
             client.grpc(),
             worker,
             &tokenizer,
-            input_ids,
-            params,
-            rid,
+            request.input_ids,
+            request.sampling_params,
+            request.rid,
             decoder,
         )
         .await?;
         return Ok(TokenStream::Grpc(s));
     }
-    let s = generate::start(client, worker, tokenizer, input_ids, params, rid, decoder).await?;
+    let s = generate::start(client, worker, tokenizer, request, decoder).await?;
     Ok(TokenStream::Http(s))
 }
 
@@ -72,6 +71,14 @@ impl TokenStream {
         match self {
             TokenStream::Http(s) => s.output_ids(),
             TokenStream::Grpc(s) => s.output_ids(),
+        }
+    }
+
+    /// The prompt's cached count as another worker reported it (a PD pair's prefill).
+    pub fn set_cached_tokens(&mut self, cached: u32) {
+        match self {
+            TokenStream::Http(s) => s.set_cached_tokens(cached),
+            TokenStream::Grpc(s) => s.set_cached_tokens(cached),
         }
     }
 

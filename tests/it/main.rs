@@ -22,6 +22,7 @@ pub mod hostile_input;
 mod hub_tokenizers;
 mod layering;
 mod migration;
+mod pd;
 mod python_clients;
 mod real_engine;
 mod reasoning_gateway;

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// Bound on one python run; the slowest (gsp, 200 prompts of ~2.2k tokens) takes ~10 s.
 /// Sims run 10× faster than the modelled GPU so the whole file stays short.
-const SIM_FAST: &[&str] = &["--time-scale", "0.1"];
+pub(crate) const SIM_FAST: &[&str] = &["--time-scale", "0.1"];
 const BACKENDS: [&str; 3] = ["sglang", "sglang-oai", "sglang-oai-chat"];
 const NUM_PROMPTS: usize = 200;
 const GSP_GROUPS: usize = 8;
@@ -59,7 +59,7 @@ fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
 
 /// One bench_serving run; the runner already exits non-zero on these, the asserts
 /// here say what went wrong in the test's own words.
-async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
+pub(crate) async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
     let r = support::python::run(
         python,
         "tests/python/bench_serving.py",

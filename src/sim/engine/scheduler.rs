@@ -4,7 +4,7 @@ use super::{Engine, Event, Running, Step, StepKind, TimingModel};
 
 impl Engine {
     /// KV tokens neither occupied (tree + private) nor reserved.
-    fn free_tokens(&self) -> usize {
+    pub(super) fn free_tokens(&self) -> usize {
         self.cfg
             .kv_capacity_tokens
             .saturating_sub(self.radix.cached_tokens() + self.private_tokens + self.reserved_tokens)
@@ -189,7 +189,7 @@ impl Engine {
     }
 
     /// Finished requests: cache prompt + output, then unlock and free.
-    fn release_finished(&mut self) {
+    pub(super) fn release_finished(&mut self) {
         let done: Vec<Running> = self
             .running
             .extract_if(.., |r| r.produced == r.output_len())

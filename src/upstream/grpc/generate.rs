@@ -31,6 +31,8 @@ pub struct GrpcStream {
     detok: IncrementalDecoder,
     stopped_here: bool,
     finished: bool,
+    /// The prompt's cached count when another worker reported it (overrides the worker's).
+    cached_tokens: Option<u32>,
 }
 
 /// Opens the call; `Generate` answers nothing until the first tokens (or its refusal).
@@ -67,10 +69,15 @@ pub async fn start(
         detok: decoder.unwrap_or_else(|| tokenizer.incremental_decoder(true, params.stop.clone())),
         stopped_here: false,
         finished: false,
+        cached_tokens: None,
     })
 }
 
 impl GrpcStream {
+    pub fn set_cached_tokens(&mut self, cached: u32) {
+        self.cached_tokens = Some(cached);
+    }
+
     /// The next message that carries anything. `None` after the finishing one.
     pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
         loop {
@@ -177,7 +184,7 @@ impl GrpcStream {
             finish,
             prompt_tokens,
             completion_tokens: self.completion_tokens,
-            cached_tokens,
+            cached_tokens: self.cached_tokens.unwrap_or(cached_tokens),
         }))
     }
 

@@ -6,6 +6,7 @@ pub mod fake_hub;
 pub mod fake_kube;
 pub mod llama;
 pub mod phoenix;
+pub mod pd;
 pub mod python;
 pub mod scripted;
 mod sim_state;
