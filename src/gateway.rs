@@ -13,7 +13,7 @@ use crate::server::limits::Limits;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
-use crate::workers::{health, load_poll, Registry};
+use crate::workers::{health, kv_events, load_poll, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -91,12 +91,16 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         Duration::from_secs(config.reliability.connect_timeout_secs.max(1)),
         config.worker_tls().config()?,
     );
-    let router = Arc::new(Router::new(
-        Arc::new(Registry::new(&config.worker_urls)?),
-        crate::routing::build(&config.routing),
-        Arc::clone(&metrics),
-        client.clone(),
-    ));
+    let kv_index = kv_index(&config.routing);
+    let router = Arc::new(
+        Router::new(
+            Arc::new(Registry::new(&config.worker_urls)?),
+            crate::routing::build_with_kv_index(&config.routing, kv_index.clone()),
+            Arc::clone(&metrics),
+            client.clone(),
+        )
+        .with_kv_index(kv_index),
+    );
     let relay = Arc::new(Relay {
         router: Arc::clone(&router),
         client,
@@ -117,6 +121,17 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
     })
 }
 
+/// The exact index for prefix-aware policies, unless `--kv-events off`: filled only for
+/// workers that advertise a publisher, so it costs nothing without them.
+fn kv_index(cfg: &crate::routing::RoutingConfig) -> Option<Arc<kv_events::KvIndex>> {
+    use crate::routing::{KvEventsMode, PolicyKind};
+    let prefix_aware = matches!(cfg.policy, PolicyKind::PrefixCost | PolicyKind::CacheAware);
+    (prefix_aware && cfg.kv_events == KvEventsMode::Auto).then(|| {
+        let page = usize::try_from(cfg.prefix_page_size).unwrap_or(16);
+        Arc::new(kv_events::KvIndex::new(page, cfg.kv_events_max_blocks))
+    })
+}
+
 /// Binds the listeners and serves in the background; health checks start at once.
 pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     fetch_hub_tokenizer(&mut config).await?;
@@ -134,6 +149,22 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
             Arc::clone(registry),
             client.clone(),
             Duration::from_millis(c.load_poll_interval_ms),
+        );
+    }
+    if let Some(index) = state.router.kv_index() {
+        let settings = kv_events::subscriber::Settings {
+            overrides: c.routing.kv_events_endpoints.clone(),
+            rebuild: Duration::from_secs(c.routing.kv_events_rebuild_secs),
+        };
+        let metrics = Arc::new(kv_events::metrics::KvEventMetrics::new(
+            state.metrics.registry(),
+        )?);
+        kv_events::subscriber::spawn(
+            Arc::clone(registry),
+            client.clone(),
+            Arc::clone(index),
+            metrics,
+            settings,
         );
     }
     if c.discovery.service_discovery {

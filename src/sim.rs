@@ -5,6 +5,7 @@
 //! Modules, bottom to top: each imports only modules listed above it (no cycles), and from the
 //! rest of the crate only the wire-level `protocol`, `stream`, `tokenize`, `bundled` and `net`.
 //! - `version`: `--sglang-version`, the release whose behaviour is followed where they differ.
+//! - `kv_events`: SGLang's KV events (`--kv-events-config`): block hashes, wire, ZMQ publisher.
 //! - `radix`: the radix prefix cache over token ids.
 //! - `engine`: the pure engine model (scheduling, chunked prefill, KV pool, step times).
 //! - `vocab`: the real words the simulator generates, as token ids.
@@ -27,6 +28,7 @@ mod driver;
 pub mod engine;
 pub mod faults;
 mod generate;
+pub mod kv_events;
 mod logprobs;
 mod metrics;
 mod openai;
@@ -128,6 +130,10 @@ pub struct SimOptions {
     /// Decode cost per 1,000 context tokens in the batch, µs.
     #[arg(long)]
     pub decode_per_1k_ctx_us: Option<f64>,
+    /// SGLang's `--kv-events-config` JSON (e.g. `{"publisher":"zmq","endpoint":"tcp://*:5557",
+    /// "replay_endpoint":"tcp://*:5558"}`): publish the radix cache's KV events over ZMQ.
+    #[arg(long)]
+    pub kv_events_config: Option<String>,
     #[command(flatten)]
     pub faults: faults::FaultConfig,
 }
@@ -142,6 +148,8 @@ pub enum SimError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Bind(#[from] crate::net::BindError),
+    #[error(transparent)]
+    KvEvents(#[from] kv_events::KvEventsError),
 }
 
 impl SimOptions {
@@ -203,8 +211,20 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "enable_cache_report": opts.enable_cache_report, "incremental_streaming_output": opts.incremental_streaming_output,
         "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
+        "kv_events_config": opts.kv_events_config,
     });
+    let page_size = config.page_size;
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
+    if let Some(json) = &opts.kv_events_config {
+        if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
+            let publisher = kv_events::publisher::PublisherOptions {
+                version: opts.sglang_version,
+                page_size: page_size.max(1),
+                dp_rank: 0,
+            };
+            driver.publish_kv_events(kv_events::publisher::start(&cfg, publisher).await?);
+        }
+    }
     let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
         tokenizer_path,
