@@ -5,6 +5,8 @@
 
 use clap::{Args, ValueEnum};
 
+use crate::workers::kv_events::subscriber::EndpointOverride;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
 pub enum PolicyKind {
@@ -76,10 +78,11 @@ pub struct RoutingConfig {
     /// its exact cache contents (`auto`), or never (`off`).
     #[arg(long, value_enum, default_value = "auto")]
     pub kv_events: KvEventsMode,
-    /// `WORKER_URL=tcp://HOST:PORT`: follow this endpoint for that worker instead of the one it
-    /// advertises (a `*` host is the worker's). Repeatable.
-    #[arg(long = "kv-events-endpoint", value_parser = parse_endpoint_override)]
-    pub kv_events_endpoints: Vec<(String, String)>,
+    /// `WORKER_URL=tcp://HOST:PORT[,tcp://HOST:REPLAY_PORT]`: follow this publisher (and replay
+    /// socket) for that worker instead of what it advertises (a `*` host is the worker's).
+    /// Repeatable.
+    #[arg(long = "kv-events-endpoint", value_parser = EndpointOverride::parse)]
+    pub kv_events_endpoints: Vec<EndpointOverride>,
     /// Cap on blocks in the exact index over all workers (each worker's view is also bounded by
     /// its reported KV capacity).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
@@ -95,15 +98,6 @@ pub struct RoutingConfig {
 pub enum KvEventsMode {
     Auto,
     Off,
-}
-
-fn parse_endpoint_override(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((url, endpoint)) if endpoint.starts_with("tcp://") && !url.is_empty() => {
-            Ok((url.trim_end_matches('/').to_owned(), endpoint.to_owned()))
-        }
-        _ => Err(format!("`{s}` is not WORKER_URL=tcp://HOST:PORT")),
-    }
 }
 
 impl Default for RoutingConfig {

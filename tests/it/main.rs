@@ -18,6 +18,7 @@ mod ending;
 mod gateway_core;
 pub mod hostile_input;
 mod hub_tokenizers;
+mod kv_events;
 mod layering;
 mod migration;
 mod python_clients;

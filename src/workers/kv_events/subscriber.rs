@@ -12,15 +12,19 @@
 //! - A batch after a gap asks for a replay of the missing batches; if that fails or comes back
 //!   incomplete the view is cleared and rebuilt.
 //! - A sequence number going back (to 0, or below what this view ever saw) is a publisher
-//!   restart: a new engine starts empty, so the view is cleared and stays in sync.
+//!   restart: a new engine starts empty, so the view is cleared and stays in sync. A reconnect
+//!   may hide a restart (the new publisher's first batches sent before the subscription
+//!   reached it, its sequence past ours): the view is cleared and replayed from seq 0, or
+//!   rebuilt.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use serde_json::Value;
-use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage};
+use zeromq::{DealerSocket, Socket, SocketEvent, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
 use super::index::{Applied, KvIndex};
 use super::metrics::KvEventMetrics;
@@ -28,11 +32,39 @@ use super::wire::{self, Event};
 use crate::upstream::Client;
 use crate::workers::{Registry, Worker, WorkerId};
 
+/// `--kv-events-endpoint WORKER_URL=ENDPOINT[,REPLAY_ENDPOINT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointOverride {
+    pub url: String,
+    pub endpoint: String,
+    pub replay: Option<String>,
+}
+
+impl EndpointOverride {
+    pub fn parse(s: &str) -> Result<EndpointOverride, String> {
+        let bad = || format!("`{s}` is not WORKER_URL=tcp://HOST:PORT[,tcp://HOST:PORT]");
+        let (url, rest) = s.split_once('=').ok_or_else(bad)?;
+        let (endpoint, replay) = match rest.split_once(',') {
+            Some((e, r)) => (e, Some(r)),
+            None => (rest, None),
+        };
+        let tcp = |e: &str| e.starts_with("tcp://");
+        if url.is_empty() || !tcp(endpoint) || !replay.is_none_or(tcp) {
+            return Err(bad());
+        }
+        Ok(EndpointOverride {
+            url: url.trim_end_matches('/').to_owned(),
+            endpoint: endpoint.to_owned(),
+            replay: replay.map(str::to_owned),
+        })
+    }
+}
+
 /// What the subscriptions need from `switchboard serve`'s flags.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Worker URL → endpoint, instead of what the worker advertises.
-    pub overrides: Vec<(String, String)>,
+    /// Instead of what the workers advertise.
+    pub overrides: Vec<EndpointOverride>,
     /// How long a view that lost events rebuilds before routing trusts it again.
     pub rebuild: Duration,
 }
@@ -76,7 +108,11 @@ fn resolve(endpoint: &str, host: &str, rank: u32) -> Option<String> {
 
 /// Reads `/server_info`; `None` when the worker publishes no events (or the override names
 /// none). `worker_host` replaces a wildcard host.
-pub fn advertised(info: &Value, worker_host: &str, overrides: Option<&str>) -> Option<Advertised> {
+pub fn advertised(
+    info: &Value,
+    worker_host: &str,
+    overrides: Option<&EndpointOverride>,
+) -> Option<Advertised> {
     let cfg = match info.get("kv_events_config") {
         Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
         Some(v @ Value::Object(_)) => Some(v.clone()),
@@ -90,10 +126,17 @@ pub fn advertised(info: &Value, worker_host: &str, overrides: Option<&str>) -> O
     if publisher != "zmq" && overrides.is_none() {
         return None;
     }
-    let endpoint = overrides
-        .or_else(|| cfg.get("endpoint").and_then(Value::as_str))
-        .unwrap_or("tcp://*:5557");
-    let replay = cfg.get("replay_endpoint").and_then(Value::as_str);
+    let endpoint = match overrides {
+        Some(o) => o.endpoint.as_str(),
+        None => cfg
+            .get("endpoint")
+            .and_then(Value::as_str)
+            .unwrap_or("tcp://*:5557"),
+    };
+    let replay = match overrides {
+        Some(o) => o.replay.as_deref(),
+        None => cfg.get("replay_endpoint").and_then(Value::as_str),
+    };
     let topic = cfg.get("topic").and_then(Value::as_str).unwrap_or("");
     let dp = info
         .get("dp_size")
@@ -200,8 +243,7 @@ impl Follow {
             .settings
             .overrides
             .iter()
-            .find(|(url, _)| url.trim_end_matches('/') == self.worker.url())
-            .map(|(_, e)| e.as_str());
+            .find(|o| o.url == self.worker.url());
         let adv = loop {
             let info = match self
                 .client
@@ -265,6 +307,7 @@ struct Cursor {
 impl Rank {
     async fn run(self) {
         let mut sub = SubSocket::new();
+        let mut monitor = sub.monitor();
         // Returns once connected (it retries an unreachable endpoint); then reconnects by itself.
         if let Err(e) = sub.connect(&self.publisher.endpoint).await {
             tracing::warn!(worker = %self.url, endpoint = %self.publisher.endpoint, error = %e, "kv events: cannot subscribe");
@@ -279,27 +322,51 @@ impl Rank {
             replayed_from: 0,
         };
         if self.publisher.replay.is_some() {
-            self.catch_up(&mut cursor, 0).await;
+            self.catch_up(&mut cursor, 0, false).await;
         }
+        let mut connections = 0u32;
         loop {
-            let msg = match sub.recv().await {
-                Ok(m) => m.into_vec(),
-                Err(e) => {
-                    tracing::warn!(worker = %self.url, error = %e, "kv events: subscription ended");
-                    self.index
-                        .mark_stale(self.worker, self.publisher.rank, self.rebuild);
-                    return;
+            tokio::select! {
+                biased;
+                Some(event) = monitor.next() => {
+                    if matches!(event, SocketEvent::Connected(..)) {
+                        connections += 1;
+                        if connections > 1 {
+                            self.resync(&mut cursor).await;
+                        }
+                    }
                 }
-            };
-            let [_topic, seq, payload] = msg.as_slice() else {
-                continue;
-            };
-            let Ok(seq) =
-                wire::seq(seq).and_then(|s| u64::try_from(s).map_err(|_| wire::WireError::Seq(0)))
-            else {
-                continue;
-            };
-            self.on_batch(&mut cursor, seq, payload).await;
+                msg = sub.recv() => {
+                    let msg = match msg {
+                        Ok(m) => m.into_vec(),
+                        Err(e) => {
+                            tracing::warn!(worker = %self.url, error = %e, "kv events: subscription ended");
+                            self.index.mark_stale(self.worker, self.publisher.rank, self.rebuild);
+                            return;
+                        }
+                    };
+                    let [_topic, seq, payload] = msg.as_slice() else {
+                        continue;
+                    };
+                    let Ok(seq) = wire::seq(seq).and_then(|s| u64::try_from(s).map_err(|_| wire::WireError::Seq(0))) else {
+                        continue;
+                    };
+                    self.on_batch(&mut cursor, seq, payload).await;
+                }
+            }
+        }
+    }
+
+    /// Reconnected: the publisher may be a new process whose first batches went out before
+    /// the subscription reached it, and whose sequence may already have passed ours. The view
+    /// starts over from the replay buffer (seq 0 on), or rebuilds.
+    async fn resync(&self, cursor: &mut Cursor) {
+        self.metrics.restarts.inc();
+        self.index.clear_view(self.worker, self.publisher.rank);
+        cursor.next = None;
+        cursor.replayed_from = 0;
+        if !self.catch_up(cursor, 0, true).await {
+            cursor.next = None;
         }
     }
 
@@ -312,7 +379,7 @@ impl Rank {
             None => {
                 // Joined late: what came before is only in the replay buffer, if anywhere.
                 self.metrics.gaps.inc();
-                if !self.catch_up(cursor, 0).await {
+                if !self.catch_up(cursor, 0, true).await {
                     cursor.next = Some(seq);
                 }
             }
@@ -326,13 +393,13 @@ impl Rank {
                     // A new engine starts empty: the cleared view is exact.
                     self.index
                         .mark_fresh(self.worker, self.publisher.rank, Instant::now());
-                } else if !self.catch_up(cursor, 0).await {
+                } else if !self.catch_up(cursor, 0, true).await {
                     cursor.next = Some(seq);
                 }
             }
             Some(next) => {
                 self.metrics.gaps.inc();
-                if !self.catch_up(cursor, next).await {
+                if !self.catch_up(cursor, next, true).await {
                     cursor.next = Some(seq);
                 }
             }
@@ -346,8 +413,8 @@ impl Rank {
     }
 
     /// Replays from `from`; true if the view is in sync afterwards. On failure the view is
-    /// cleared and rebuilds.
-    async fn catch_up(&self, cursor: &mut Cursor, from: u64) -> bool {
+    /// cleared and rebuilds. `after_gap`: counted as a repair (not the first sync on joining).
+    async fn catch_up(&self, cursor: &mut Cursor, from: u64, after_gap: bool) -> bool {
         let got = match &self.publisher.replay {
             Some(endpoint) => tokio::time::timeout(REPLAY_TIMEOUT * 4, replay(endpoint, from))
                 .await
@@ -364,7 +431,7 @@ impl Rank {
             (Some(_), false) => "incomplete",
             (Some(_), true) => "repaired",
         };
-        if self.publisher.replay.is_some() {
+        if self.publisher.replay.is_some() && after_gap {
             self.metrics.replays.with_label_values(&[outcome]).inc();
         }
         if !complete {
@@ -504,7 +571,11 @@ mod tests {
             advertised(&json!({"kv_events_config": null}), "h", None),
             None
         );
-        let over = advertised(&json!({}), "h", Some("tcp://*:9000")).unwrap();
+        let o = EndpointOverride::parse("http://w:1/=tcp://*:9000,tcp://*:9001").unwrap();
+        assert_eq!(o.url, "http://w:1");
+        let over = advertised(&json!({}), "h", Some(&o)).unwrap();
         assert_eq!(over.publishers[0].endpoint, "tcp://h:9000");
+        assert_eq!(over.publishers[0].replay.as_deref(), Some("tcp://h:9001"));
+        assert!(EndpointOverride::parse("http://w=udp://x:1").is_err());
     }
 }
