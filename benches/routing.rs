@@ -1,4 +1,5 @@
-//! `pick()` cost per policy at 8 / 64 / 512 workers with ~1M tokens indexed, and prefix index
+//! `pick()` cost per policy at 8 / 64 / 512 workers with ~1M tokens indexed, prefix_cost on the
+//! KV-event index at 64 workers with 1M blocks, and prefix index
 //! match / insert against index size. After criterion, prints p50/p99 of single picks timed one
 //! by one (criterion reports means of batches, and the target is a tail: p99 < 20 µs at 64).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
@@ -15,6 +16,8 @@ use switchboard::routing::consistent_hash::ConsistentHash;
 use switchboard::routing::prefix_cost::PrefixCost;
 use switchboard::routing::prefix_index::PrefixIndex;
 use switchboard::routing::{Policy, RouteRequest};
+use switchboard::workers::kv_events::wire::Stored;
+use switchboard::workers::kv_events::KvIndex;
 use switchboard::workers::{EngineLoad, Worker, WorkerId};
 
 const INDEXED: usize = 1 << 20;
@@ -94,30 +97,81 @@ fn bench_pick(cr: &mut Criterion) {
                     black_box(policy.pick(black_box(&req), &refs))
                 })
             });
-            let mut samples: Vec<u128> = (0..20_000)
-                .map(|k| {
-                    let req = RouteRequest {
-                        prompt_ids: &requests[k % requests.len()],
-                        session_key: None,
-                    };
-                    let t = Instant::now();
-                    black_box(policy.pick(&req, &refs));
-                    t.elapsed().as_nanos()
-                })
-                .collect();
-            samples.sort_unstable();
-            let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
-            tails.push(format!(
-                "pick/{name}/{n}: p50 {:.1} µs, p99 {:.1} µs",
-                at(0.5),
-                at(0.99)
-            ));
+            let (p50, p99) = pick_tail(policy.as_ref(), &refs, &requests);
+            tails.push(format!("pick/{name}/{n}: p50 {p50:.1} µs, p99 {p99:.1} µs"));
         }
     }
     g.finish();
     for t in tails {
         println!("{t}");
     }
+}
+
+/// p50 and p99 of 20,000 single picks, in µs.
+fn pick_tail(policy: &dyn Policy, refs: &[&Arc<Worker>], requests: &[Vec<u32>]) -> (f64, f64) {
+    let mut samples: Vec<u128> = (0..20_000)
+        .map(|k| {
+            let req = RouteRequest {
+                prompt_ids: &requests[k % requests.len()],
+                session_key: None,
+            };
+            let t = Instant::now();
+            black_box(policy.pick(&req, refs));
+            t.elapsed().as_nanos()
+        })
+        .collect();
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+    (at(0.5), at(0.99))
+}
+
+/// prefix_cost on the exact KV-event index: 64 workers holding 16,384 blocks each (1M blocks,
+/// 16M tokens), each block stored through a `BlockStored` event as a subscriber applies it.
+fn bench_pick_kv_events(cr: &mut Criterion) {
+    const WORKERS: u32 = 64;
+    const PROMPTS_PER_WORKER: u32 = 128; // × 128 pages of 16 tokens
+    let kv = Arc::new(KvIndex::new(16, 2 << 20));
+    let mut engine_hash = 0i64;
+    for w in 0..WORKERS {
+        kv.open_view(WorkerId(w), 0, usize::MAX);
+        kv.mark_fresh(WorkerId(w), 0, Instant::now());
+        for k in 0..PROMPTS_PER_WORKER {
+            let ids = prompt(w * PROMPTS_PER_WORKER + k, 0);
+            let pages = 2048 / 16;
+            let ev = Stored {
+                hashes: (0..pages).map(|i| engine_hash + i).collect(),
+                parent: None,
+                token_ids: ids[..2048].to_vec(),
+                block_size: 16,
+                device_tier: true,
+            };
+            engine_hash += pages;
+            kv.store(WorkerId(w), 0, &ev);
+        }
+    }
+    assert_eq!(kv.entries(), 1 << 20);
+    let ws = workers(WORKERS as usize);
+    let refs: Vec<&Arc<Worker>> = ws.iter().collect();
+    let policy = PrefixCost::new(1.0, 256.0, PrefixIndex::new(16, INDEXED)).with_kv_index(Some(kv));
+    fill(&policy, &refs);
+    let requests: Vec<Vec<u32>> = (0..512)
+        .map(|i| prompt((i * 37) % (WORKERS * PROMPTS_PER_WORKER), 5_000_000 + i))
+        .collect();
+    let mut g = cr.benchmark_group("pick_kv_events");
+    let mut i = 0;
+    g.bench_function(BenchmarkId::new("prefix_cost", WORKERS), |b| {
+        b.iter(|| {
+            i = (i + 1) % requests.len();
+            let req = RouteRequest {
+                prompt_ids: &requests[i],
+                session_key: None,
+            };
+            black_box(policy.pick(black_box(&req), &refs))
+        })
+    });
+    g.finish();
+    let (p50, p99) = pick_tail(&policy, &refs, &requests);
+    println!("pick_kv_events/prefix_cost/{WORKERS} (1M blocks): p50 {p50:.1} µs, p99 {p99:.1} µs");
 }
 
 fn bench_index(cr: &mut Criterion) {
@@ -145,5 +199,5 @@ fn bench_index(cr: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_pick, bench_index);
+criterion_group!(benches, bench_pick, bench_pick_kv_events, bench_index);
 criterion_main!(benches);

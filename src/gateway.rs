@@ -13,7 +13,7 @@ use crate::server::limits::Limits;
 use crate::server::{self, AppState};
 use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
-use crate::workers::{health, load_poll, Registry};
+use crate::workers::{health, kv_events, load_poll, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -101,12 +101,16 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
     } else {
         (config.worker_urls.clone(), config.routing.clone())
     };
-    let router = Arc::new(Router::new(
-        Arc::new(Registry::new(&worker_urls)?),
-        crate::routing::build(&main_routing),
-        Arc::clone(&metrics),
-        client.clone(),
-    ));
+    let kv_index = kv_index(&main_routing);
+    let router = Arc::new(
+        Router::new(
+            Arc::new(Registry::new(&worker_urls)?),
+            crate::routing::build_with_kv_index(&main_routing, kv_index.clone()),
+            Arc::clone(&metrics),
+            client.clone(),
+        )
+        .with_kv_index(kv_index),
+    );
     let prefill = match pd.pd_disaggregation {
         true => Some(Arc::new(prefill_pool(&config, &metrics, &client)?)),
         false => None,
@@ -129,6 +133,17 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         metrics,
         draining: tokio::sync::watch::channel(false).0,
         config,
+    })
+}
+
+/// The exact index for prefix-aware policies, unless `--kv-events off`: filled only for
+/// workers that advertise a publisher, so it costs nothing without them.
+fn kv_index(cfg: &crate::routing::RoutingConfig) -> Option<Arc<kv_events::KvIndex>> {
+    use crate::routing::{KvEventsMode, PolicyKind};
+    let prefix_aware = matches!(cfg.policy, PolicyKind::PrefixCost | PolicyKind::CacheAware);
+    (prefix_aware && cfg.kv_events == KvEventsMode::Auto).then(|| {
+        let page = usize::try_from(cfg.prefix_page_size).unwrap_or(16);
+        Arc::new(kv_events::KvIndex::new(page, cfg.kv_events_max_blocks))
     })
 }
 
@@ -163,6 +178,22 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
                 Duration::from_millis(c.load_poll_interval_ms),
             );
         }
+    }
+    if let Some(index) = state.router.kv_index() {
+        let settings = kv_events::subscriber::Settings {
+            overrides: c.routing.kv_events_endpoints.clone(),
+            rebuild: Duration::from_secs(c.routing.kv_events_rebuild_secs),
+        };
+        let metrics = Arc::new(kv_events::metrics::KvEventMetrics::new(
+            state.metrics.registry(),
+        )?);
+        kv_events::subscriber::spawn(
+            Arc::clone(registry),
+            client.clone(),
+            Arc::clone(index),
+            metrics,
+            settings,
+        );
     }
     if c.discovery.service_discovery {
         let fleet = crate::discovery::reconcile::Fleet {

@@ -389,6 +389,11 @@ impl Metrics {
         self.upstream_errors.with_label_values(&[label]).inc();
     }
 
+    /// Where other layers register their own series (rendered with these).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     pub fn render(&self) -> String {
         use prometheus::Encoder;
         let mut out = Vec::new();

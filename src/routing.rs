@@ -2,6 +2,7 @@
 //! the [`Router`] is how the rest of the gateway asks for one.
 
 pub mod cache_aware;
+mod cached;
 pub mod config;
 pub mod consistent_hash;
 mod lru;
@@ -18,7 +19,7 @@ mod workload_tests;
 
 use std::sync::Arc;
 
-pub use config::{PolicyKind, RoutingConfig};
+pub use config::{KvEventsMode, PolicyKind, RoutingConfig};
 pub use router::Router;
 pub use session::session_key;
 
@@ -77,29 +78,41 @@ pub trait Policy: Send + Sync {
 }
 
 pub fn build(cfg: &RoutingConfig) -> Box<dyn Policy> {
+    build_with_kv_index(cfg, None)
+}
+
+/// [`build`], with the exact index of workers that publish KV events (prefix-aware policies).
+pub fn build_with_kv_index(
+    cfg: &RoutingConfig,
+    kv: Option<Arc<crate::workers::kv_events::KvIndex>>,
+) -> Box<dyn Policy> {
     match cfg.policy {
         PolicyKind::RoundRobin => Box::new(round_robin::RoundRobin::default()),
         PolicyKind::Random => Box::new(random::Random),
         PolicyKind::PowerOfTwo => Box::new(power_of_two::PowerOfTwo),
-        PolicyKind::CacheAware => Box::new(cache_aware::CacheAware::new(
-            cache_aware::CacheAwareConfig {
+        PolicyKind::CacheAware => Box::new(
+            cache_aware::CacheAware::new(cache_aware::CacheAwareConfig {
                 cache_threshold: cfg.cache_threshold,
                 balance_abs_threshold: cfg.balance_abs_threshold,
                 balance_rel_threshold: cfg.balance_rel_threshold,
                 eviction_interval: std::time::Duration::from_secs(cfg.eviction_interval_secs),
                 page_size: page_size(cfg),
                 max_tree_size: cfg.max_tree_size.unwrap_or(cfg.prefix_index_max_tokens),
-            },
-        )),
+            })
+            .with_kv_index(kv),
+        ),
         PolicyKind::ConsistentHash => Box::new(consistent_hash::ConsistentHash::new(
             cfg.hash_load_factor,
             page_size(cfg),
         )),
-        PolicyKind::PrefixCost => Box::new(prefix_cost::PrefixCost::new(
-            cfg.prefill_weight,
-            cfg.decode_weight,
-            prefix_index::PrefixIndex::new(page_size(cfg), cfg.prefix_index_max_tokens),
-        )),
+        PolicyKind::PrefixCost => Box::new(
+            prefix_cost::PrefixCost::new(
+                cfg.prefill_weight,
+                cfg.decode_weight,
+                prefix_index::PrefixIndex::new(page_size(cfg), cfg.prefix_index_max_tokens),
+            )
+            .with_kv_index(kv),
+        ),
     }
 }
 

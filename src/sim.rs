@@ -5,6 +5,7 @@
 //! Modules, bottom to top: each imports only modules listed above it (no cycles), and from the
 //! rest of the crate only the wire-level `protocol`, `stream`, `tokenize`, `bundled` and `net`.
 //! - `version`: `--sglang-version`, the release whose behaviour is followed where they differ.
+//! - `kv_events`: SGLang's KV events (`--kv-events-config`): block hashes, wire, ZMQ publisher.
 //! - `radix`: the radix prefix cache over token ids.
 //! - `engine`: the pure engine model (scheduling, chunked prefill, KV pool, step times).
 //! - `vocab`: the real words the simulator generates, as token ids.
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod faults;
 mod generate;
 mod grpc;
+pub mod kv_events;
 mod logprobs;
 mod metrics;
 mod openai;
@@ -141,6 +143,10 @@ pub struct SimOptions {
     pub metrics_port: u16,
     #[command(flatten)]
     pub speculative: engine::speculative::SpeculativeArgs,
+    /// SGLang's `--kv-events-config` JSON (e.g. `{"publisher":"zmq","endpoint":"tcp://*:5557",
+    /// "replay_endpoint":"tcp://*:5558"}`): publish the radix cache's KV events over ZMQ.
+    #[arg(long)]
+    pub kv_events_config: Option<String>,
     #[command(flatten)]
     pub faults: faults::FaultConfig,
     #[command(flatten)]
@@ -159,6 +165,7 @@ pub enum SimError {
     Bind(#[from] crate::net::BindError),
     #[error(transparent)]
     Speculative(#[from] engine::speculative::SpecError),
+    KvEvents(#[from] kv_events::KvEventsError),
 }
 
 impl SimOptions {
@@ -224,9 +231,11 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
         "disaggregation_mode": opts.pd.disaggregation_mode,
+        "kv_events_config": opts.kv_events_config,
     });
     speculative_server_args(&mut server_args, config.speculative.as_ref());
     let config_spec = config.speculative;
+    let page_size = config.page_size;
     let pd = pd::Pd::new(&opts.pd);
     if pd.mode == pd::Mode::Prefill {
         let (tcp, addr) =
@@ -245,6 +254,16 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
+    if let Some(json) = &opts.kv_events_config {
+        if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
+            let publisher = kv_events::publisher::PublisherOptions {
+                version: opts.sglang_version,
+                page_size: page_size.max(1),
+                dp_rank: 0,
+            };
+            driver.publish_kv_events(kv_events::publisher::start(&cfg, publisher).await?);
+        }
+    }
     let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
         tokenizer_path,

@@ -2,9 +2,11 @@
 
 pub mod breaker;
 pub mod health;
+pub mod kv_events;
 pub mod load;
 pub mod load_poll;
 pub mod load_report;
+pub mod page_key;
 pub mod registry;
 pub mod worker;
 

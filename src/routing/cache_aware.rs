@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::prefix_index::{pages_for, PrefixIndex};
+use super::cached::{retain_live_views, Cached};
+use super::prefix_index::PrefixIndex;
 use super::{Pick, Policy, RouteRequest};
+use crate::workers::kv_events::KvIndex;
 use crate::workers::{Worker, WorkerId};
 
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +43,8 @@ pub struct CacheAware {
     started: Instant,
     last_sweep_ms: AtomicU64,
     rotate: AtomicUsize,
+    /// Exact cache contents of workers that publish KV events.
+    kv: Option<Arc<KvIndex>>,
 }
 
 impl CacheAware {
@@ -57,7 +61,13 @@ impl CacheAware {
             started: Instant::now(),
             last_sweep_ms: AtomicU64::new(0),
             rotate: AtomicUsize::new(0),
+            kv: None,
         }
+    }
+
+    pub fn with_kv_index(mut self, kv: Option<Arc<KvIndex>>) -> CacheAware {
+        self.kv = kv;
+        self
     }
 
     pub fn index(&self) -> &PrefixIndex {
@@ -108,10 +118,11 @@ impl Policy for CacheAware {
         let min_load = least_loaded(&loads, start, |_| true)?;
 
         let hashes = self.index.page_hashes(req.prompt_ids);
-        let matches = self.index.match_pages(&hashes);
-        let depth: Vec<usize> = workers.iter().map(|w| pages_for(&matches, w.id)).collect();
+        let cached = Cached::lookup(&self.index, self.kv.as_deref(), req.prompt_ids, &hashes);
+        // Matched tokens per worker.
+        let depth: Vec<usize> = workers.iter().map(|w| cached.tokens(w.id)).collect();
         let deepest = depth.iter().copied().max().unwrap_or(0);
-        let matched = deepest * self.index.page_size();
+        let matched = deepest;
         let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;
 
         let chosen = if deepest > 0 && match_rate > self.cfg.cache_threshold {
@@ -127,17 +138,18 @@ impl Policy for CacheAware {
         } else {
             min_load
         };
-        self.index.insert(&hashes, workers[chosen].id);
+        cached.record(&self.index, self.kv.as_deref(), &hashes, workers[chosen].id);
         self.maybe_sweep();
         Some(Pick {
             index: chosen,
-            predicted_cached: depth[chosen] * self.index.page_size(),
+            predicted_cached: depth[chosen],
             probe: None,
         })
     }
 
     fn on_workers_changed(&self, live: &[WorkerId]) {
         self.index.retain_live(live);
+        retain_live_views(self.kv.as_deref(), live);
     }
 }
 

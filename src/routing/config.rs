@@ -5,6 +5,8 @@
 
 use clap::{Args, ValueEnum};
 
+use crate::workers::kv_events::subscriber::EndpointOverride;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
 pub enum PolicyKind {
@@ -71,6 +73,31 @@ pub struct RoutingConfig {
     /// prefix_cost: prefill-token equivalent of each request decoding on the worker.
     #[arg(long, default_value_t = 128.0)]
     pub decode_weight: f64,
+
+    /// KV events: follow each worker whose /server_info advertises a publisher and route it on
+    /// its exact cache contents (`auto`), or never (`off`).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub kv_events: KvEventsMode,
+    /// `WORKER_URL=tcp://HOST:PORT[,tcp://HOST:REPLAY_PORT]`: follow this publisher (and replay
+    /// socket) for that worker instead of what it advertises (a `*` host is the worker's).
+    /// Repeatable.
+    #[arg(long = "kv-events-endpoint", value_parser = EndpointOverride::parse)]
+    pub kv_events_endpoints: Vec<EndpointOverride>,
+    /// Cap on blocks in the exact index over all workers (each worker's view is also bounded by
+    /// its reported KV capacity).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub kv_events_max_blocks: usize,
+    /// Seconds a worker's view rebuilds from live events after it lost some (the approximate
+    /// index routes that worker meanwhile).
+    #[arg(long, default_value_t = 30)]
+    pub kv_events_rebuild_secs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum KvEventsMode {
+    Auto,
+    Off,
 }
 
 impl Default for RoutingConfig {
@@ -87,6 +114,10 @@ impl Default for RoutingConfig {
             hash_load_factor: 1.25,
             prefill_weight: 1.0,
             decode_weight: 128.0,
+            kv_events: KvEventsMode::Auto,
+            kv_events_endpoints: Vec::new(),
+            kv_events_max_blocks: 4 * 1024 * 1024,
+            kv_events_rebuild_secs: 30,
         }
     }
 }

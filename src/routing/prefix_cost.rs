@@ -30,14 +30,18 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::prefix_index::{pages_for, PrefixIndex};
+use super::cached::{retain_live_views, Cached};
+use super::prefix_index::PrefixIndex;
 use super::{Pick, Policy, RouteRequest};
+use crate::workers::kv_events::KvIndex;
 use crate::workers::{Worker, WorkerId};
 
 pub struct PrefixCost {
     prefill_weight: f64,
     decode_weight: f64,
     index: PrefixIndex,
+    /// Exact cache contents of workers that publish KV events.
+    kv: Option<Arc<KvIndex>>,
     rotate: AtomicUsize,
 }
 
@@ -58,8 +62,14 @@ impl PrefixCost {
             prefill_weight: weight(prefill_weight),
             decode_weight: weight(decode_weight),
             index,
+            kv: None,
             rotate: AtomicUsize::new(0),
         }
+    }
+
+    pub fn with_kv_index(mut self, kv: Option<Arc<KvIndex>>) -> PrefixCost {
+        self.kv = kv;
+        self
     }
 
     pub fn index(&self) -> &PrefixIndex {
@@ -78,14 +88,14 @@ impl Policy for PrefixCost {
             return None;
         }
         let hashes = self.index.page_hashes(req.prompt_ids);
-        let matches = self.index.match_pages(&hashes);
+        let cached = Cached::lookup(&self.index, self.kv.as_deref(), req.prompt_ids, &hashes);
         let prompt = req.prompt_ids.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         // (cost, decode, queued, index, cached); strict `<` keeps the first in rotation order.
         let mut best: Option<(f64, u64, u64, usize, usize)> = None;
         for i in (0..n).map(|k| (start + k) % n) {
             let w = workers[i];
-            let cached = (pages_for(&matches, w.id) * self.index.page_size()).min(prompt);
+            let cached = cached.tokens(w.id).min(prompt);
             let engine = w.engine_load();
             let queued = w.pending_prefill().max(engine.waiting_uncached_tokens);
             let decode = (w.in_flight() as u64).max(engine.running_requests);
@@ -97,17 +107,18 @@ impl Policy for PrefixCost {
                 best = Some((cost, decode, queued, i, cached));
             }
         }
-        let (_, _, _, index, cached) = best?;
-        self.index.insert(&hashes, workers[index].id);
+        let (_, _, _, index, predicted) = best?;
+        cached.record(&self.index, self.kv.as_deref(), &hashes, workers[index].id);
         Some(Pick {
             index,
-            predicted_cached: cached,
+            predicted_cached: predicted,
             probe: None,
         })
     }
 
     fn on_workers_changed(&self, live: &[WorkerId]) {
         self.index.retain_live(live);
+        retain_live_views(self.kv.as_deref(), live);
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::{select, Pick, Policy, RouteError, RouteRequest};
 use crate::metrics::{Metrics, Stage};
 use crate::upstream::Client;
+use crate::workers::kv_events::KvIndex;
 use crate::workers::{health, Registry, RegistryError, Worker, WorkerId};
 
 pub struct Router {
@@ -16,6 +17,8 @@ pub struct Router {
     metrics: Arc<Metrics>,
     /// For the first health probe of a worker added at run time.
     client: Client,
+    /// The exact index the policy reads, when workers' KV events are followed.
+    kv_index: Option<Arc<KvIndex>>,
 }
 
 impl Router {
@@ -30,7 +33,18 @@ impl Router {
             policy,
             metrics,
             client,
+            kv_index: None,
         }
+    }
+
+    /// Records the exact index `policy` was built with, for the subscriptions that fill it.
+    pub fn with_kv_index(mut self, kv_index: Option<Arc<KvIndex>>) -> Router {
+        self.kv_index = kv_index;
+        self
+    }
+
+    pub fn kv_index(&self) -> Option<&Arc<KvIndex>> {
+        self.kv_index.as_ref()
     }
 
     /// The best available worker not in `exclude` (workers this request already failed on).

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
 use super::engine::{DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
+use super::kv_events::publisher::EventSink;
 
 /// What a waiting handler hears about its request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,17 @@ struct Core {
     /// their handler waits on a channel that stays open until its client leaves.
     orphans: HashMap<RequestId, mpsc::UnboundedSender<Progress>>,
     next_id: u64,
+    /// `--kv-events-config`: where each step's KV events go.
+    kv_events: Option<EventSink>,
+}
+
+impl Core {
+    /// One batch per step that changed the cache, as the scheduler publishes after each step.
+    fn publish_kv_events(&mut self) {
+        if let Some(sink) = &self.kv_events {
+            sink.publish(self.engine.take_kv_events());
+        }
+    }
 }
 
 /// What a second live request with the same rid does.
@@ -102,6 +114,7 @@ impl Driver {
             subscribers: HashMap::new(),
             orphans: HashMap::new(),
             next_id: 0,
+            kv_events: None,
         };
         let driver = Arc::new(Driver {
             core: Mutex::new(core),
@@ -260,14 +273,29 @@ impl Driver {
     }
 
     pub fn flush_cache(&self) -> bool {
-        self.lock().engine.flush_cache()
+        let mut core = self.lock();
+        let flushed = core.engine.flush_cache();
+        core.publish_kv_events();
+        flushed
+    }
+
+    /// Records the cache's KV events from now on and hands them to `sink` after each step.
+    pub fn publish_kv_events(&self, sink: EventSink) {
+        let mut core = self.lock();
+        core.engine.record_kv_events();
+        core.kv_events = Some(sink);
     }
 
     async fn run(self: Arc<Self>) {
         let mut clock = Instant::now();
         let mut since_yield = 0u32;
         loop {
-            let step = self.lock().engine.step();
+            let step = {
+                let mut core = self.lock();
+                let step = core.engine.step();
+                core.publish_kv_events();
+                step
+            };
             let Some(step) = step else {
                 self.wake.notified().await;
                 clock = Instant::now();

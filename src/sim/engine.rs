@@ -367,6 +367,16 @@ impl Engine {
     }
 
     /// Empties the prefix cache; refused (false) unless idle, as SGLang.
+    /// Records the radix cache's KV events from now on (`--kv-events-config`).
+    pub fn record_kv_events(&mut self) {
+        self.radix.record_events();
+    }
+
+    /// The KV events since the last call.
+    pub fn take_kv_events(&mut self) -> Vec<super::kv_events::blocks::BlockEvent> {
+        self.radix.take_events()
+    }
+
     pub fn flush_cache(&mut self) -> bool {
         if !self.is_idle() {
             return false;

@@ -14,9 +14,14 @@
 //!   may therefore free a little more than asked.
 //! * Recency is a logical clock bumped by every `match_prefix` / `insert`, so
 //!   the cache is deterministic.
+//! * With [`RadixCache::record_events`] it records SGLang's KV events as the tree
+//!   changes: a new node's pages stored, an evicted node's pages removed, a clear
+//!   (`enable_kv_cache_events`, drained by the scheduler after each step).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+
+use super::kv_events::blocks::{record_removed, record_stored, BlockEvent};
 
 const ROOT: usize = 0;
 
@@ -50,6 +55,8 @@ pub struct RadixCache {
     clock: u64,
     total: usize,
     protected: usize,
+    /// KV events since the last [`take_events`](RadixCache::take_events), when recording.
+    events: Option<Vec<BlockEvent>>,
 }
 
 impl Default for RadixCache {
@@ -68,7 +75,18 @@ impl RadixCache {
             clock: 0,
             total: 0,
             protected: 0,
+            events: None,
         }
+    }
+
+    /// Records KV events from now on (SGLang's `enable_kv_cache_events`).
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// The events recorded since the last call (empty when not recording).
+    pub fn take_events(&mut self) -> Vec<BlockEvent> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     pub fn page_size(&self) -> usize {
@@ -168,6 +186,9 @@ impl RadixCache {
                     });
                     self.nodes[node].children.insert(rest[..page].into(), leaf);
                     self.total += rest.len();
+                    if let Some(events) = &mut self.events {
+                        record_stored(events, tokens, pos, page);
+                    }
                     return rest.len();
                 }
                 Some(&child) => {
@@ -239,7 +260,22 @@ impl RadixCache {
 
     /// Drops everything (SGLang's `flush_cache`). Invalidates all handles.
     pub fn clear(&mut self) {
+        let events = self.events.take();
         *self = RadixCache::new(self.page);
+        if let Some(mut events) = events {
+            events.push(BlockEvent::Cleared);
+            self.events = Some(events);
+        }
+    }
+
+    /// The tokens from the root to the end of node `i`'s key.
+    fn path_tokens(&self, mut i: usize) -> Vec<u32> {
+        let mut keys = Vec::new();
+        while i != ROOT {
+            keys.push(&self.nodes[i].key);
+            i = self.nodes[i].parent;
+        }
+        keys.into_iter().rev().flatten().copied().collect()
     }
 
     fn is_evictable_leaf(&self, i: usize) -> bool {
@@ -248,6 +284,13 @@ impl RadixCache {
     }
 
     fn remove_leaf(&mut self, i: usize) -> usize {
+        if self.events.is_some() {
+            let path = self.path_tokens(i);
+            let from = path.len() - self.nodes[i].key.len();
+            if let Some(events) = &mut self.events {
+                record_removed(events, &path, from, self.page);
+            }
+        }
         let key = std::mem::take(&mut self.nodes[i].key);
         let parent = self.nodes[i].parent;
         self.nodes[parent].children.remove(&key[..self.page]);

@@ -20,6 +20,7 @@ mod gateway_core;
 mod grpc_workers;
 pub mod hostile_input;
 mod hub_tokenizers;
+mod kv_events;
 mod layering;
 mod migration;
 mod pd;

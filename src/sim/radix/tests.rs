@@ -210,3 +210,50 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn recorded_events_follow_the_tree() {
+    use crate::sim::kv_events::blocks::BlockEvent;
+    let mut c = RadixCache::new(2);
+    c.insert(&[7, 7]); // before recording: no event
+    c.record_events();
+    c.insert(&[1, 2, 3, 4]);
+    c.insert(&[1, 2, 5, 6, 9]); // the partial page is not stored; [1, 2] is split off, not re-sent
+    let ev = c.take_events();
+    let stored: Vec<(i64, Option<i64>, Vec<u32>)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            BlockEvent::Stored {
+                hash,
+                parent,
+                token_ids,
+            } => Some((*hash, *parent, token_ids.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 3, "{ev:?}");
+    assert_eq!(stored[0].1, None);
+    assert_eq!(stored[1].1, Some(stored[0].0));
+    assert_eq!(
+        (stored[2].1, stored[2].2.clone()),
+        (Some(stored[0].0), vec![5, 6])
+    );
+    assert!(c.take_events().is_empty());
+    // Evicting everything removes exactly what was stored (and the page from before recording).
+    c.evict(100);
+    let removed: Vec<i64> = c
+        .take_events()
+        .iter()
+        .filter_map(|e| match e {
+            BlockEvent::Removed { hash } => Some(*hash),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(removed.len(), 4);
+    for s in &stored {
+        assert!(removed.contains(&s.0));
+    }
+    c.insert(&[3, 3]);
+    c.clear();
+    assert_eq!(c.take_events().last(), Some(&BlockEvent::Cleared));
+}

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::MODEL;
+use super::{free_port, MODEL};
 
 /// The tokenizer the gateway loads for the engine's model.
 pub const TOKENIZER: &str = "assets/tokenizers/smollm2-135m-instruct";
@@ -32,16 +32,6 @@ pub fn engine() -> Option<(String, String)> {
             None
         }
     }
-}
-
-/// A port that was free a moment ago. llama-server is the one process here that cannot be told
-/// port 0 and asked which port it got (the harness cannot verify that the vendored build reports
-/// it), so it alone keeps this race.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
 }
 
 /// One `llama-server` process, killed when dropped.

@@ -59,6 +59,16 @@ impl Proc {
 /// Log lines kept per process: enough for what a test just did, bounded for long tests.
 const LOG_LINES_KEPT: usize = 2000;
 
+/// A port that was free a moment ago, for what cannot be told port 0 and asked which port it
+/// got: llama-server (the harness cannot verify that the vendored build reports it) and ZMQ
+/// endpoints named in a worker's flags. Those keep this race.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{}", env!("CARGO_MANIFEST_DIR"), rel)
 }

@@ -1,0 +1,18 @@
+//! SGLang's KV events: an exact view of each worker's prefix cache.
+//!
+//! When a worker's `/server_info` advertises a ZMQ publisher (`kv_events_config`), the gateway
+//! subscribes to it (one subscription per DP rank, at the endpoint's port + rank) and keeps an
+//! exact index of the blocks it holds; routing uses it for that worker instead of the
+//! approximate index of what the gateway sent there.
+//!
+//! - `wire`: the messages and SGLang's msgpack encodings (0.5.9 arrays, 0.5.23 maps).
+//! - `index`: the exact index, speculative entries, freshness and the memory bound.
+//! - `metrics`: events, batches, gaps, replays, stale workers, blocks per worker.
+//! - `subscriber`: discovery, the SUB socket, sequence checks, replay and rebuild.
+
+pub mod index;
+pub mod metrics;
+pub mod subscriber;
+pub mod wire;
+
+pub use index::{ExactMatch, KvIndex};

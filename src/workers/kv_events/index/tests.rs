@@ -1,0 +1,137 @@
+use super::*;
+
+const B: usize = 4;
+
+/// Stored events for `tokens`' whole pages, engine hashes `base + page`, one event per page.
+fn stored(tokens: &[u32], base: i64) -> Vec<Stored> {
+    tokens
+        .chunks_exact(B)
+        .enumerate()
+        .map(|(i, page)| Stored {
+            hashes: vec![base + i as i64],
+            parent: (i > 0).then(|| base + i as i64 - 1),
+            token_ids: page.to_vec(),
+            block_size: B,
+            device_tier: true,
+        })
+        .collect()
+}
+
+fn fresh(idx: &KvIndex, w: u32, capacity: usize) {
+    idx.open_view(WorkerId(w), 0, capacity);
+    idx.mark_fresh(WorkerId(w), 0, Instant::now());
+}
+
+fn cached(idx: &KvIndex, prompt: &[u32], w: u32) -> Option<usize> {
+    idx.lookup(prompt, None)?.cached_tokens(WorkerId(w))
+}
+
+#[test]
+fn matches_stored_pages_and_forgets_removed_ones() {
+    let idx = KvIndex::new(B, 1000);
+    fresh(&idx, 1, 100);
+    fresh(&idx, 2, 100);
+    let prompt: Vec<u32> = (0..14).collect();
+    for ev in stored(&prompt[..12], 100) {
+        assert_eq!(idx.store(WorkerId(1), 0, &ev), Applied::Indexed);
+    }
+    assert_eq!(cached(&idx, &prompt, 1), Some(12));
+    assert_eq!(cached(&idx, &prompt, 2), Some(0));
+    assert_eq!(cached(&idx, &prompt, 3), None, "no view: not covered");
+    // The last page evicted; then the middle one: the match stops at the gap.
+    idx.remove(WorkerId(1), 0, &[102]);
+    assert_eq!(cached(&idx, &prompt, 1), Some(8));
+    idx.remove(WorkerId(1), 0, &[101]);
+    assert_eq!(cached(&idx, &prompt, 1), Some(4));
+    // A block whose parent is unknown is an orphan; a repeated one is known.
+    let evs = stored(&prompt[..12], 100);
+    assert_eq!(idx.store(WorkerId(1), 0, &evs[2]), Applied::Orphan);
+    assert_eq!(idx.store(WorkerId(1), 0, &evs[0]), Applied::Known);
+    idx.clear_view(WorkerId(1), 0);
+    assert_eq!((cached(&idx, &prompt, 1), idx.entries()), (Some(0), 0));
+}
+
+#[test]
+fn merged_events_and_other_tiers() {
+    let idx = KvIndex::new(B, 1000);
+    fresh(&idx, 1, 100);
+    let prompt: Vec<u32> = (0..8).collect();
+    let merged = Stored {
+        hashes: vec![1, 2],
+        parent: None,
+        token_ids: prompt.clone(),
+        block_size: B,
+        device_tier: true,
+    };
+    let host = Stored {
+        device_tier: false,
+        ..merged.clone()
+    };
+    assert_eq!(idx.store(WorkerId(1), 0, &host), Applied::Skipped);
+    assert_eq!(cached(&idx, &prompt, 1), Some(0));
+    assert_eq!(idx.store(WorkerId(1), 0, &merged), Applied::Indexed);
+    assert_eq!(cached(&idx, &prompt, 1), Some(8));
+}
+
+#[test]
+fn stale_views_are_not_covered_until_rebuilt_and_removed_workers_go() {
+    let idx = KvIndex::new(B, 1000);
+    fresh(&idx, 1, 100);
+    let prompt: Vec<u32> = (0..8).collect();
+    for ev in stored(&prompt, 0) {
+        idx.store(WorkerId(1), 0, &ev);
+    }
+    idx.mark_stale(WorkerId(1), 0, Duration::from_secs(60));
+    assert!(idx.lookup(&prompt, None).is_none());
+    assert_eq!(idx.entries(), 0);
+    idx.mark_stale(WorkerId(1), 0, Duration::ZERO);
+    assert_eq!(cached(&idx, &prompt, 1), Some(0));
+    for ev in stored(&prompt, 0) {
+        idx.store(WorkerId(1), 0, &ev);
+    }
+    idx.drop_worker(WorkerId(1));
+    assert!(idx.lookup(&prompt, None).is_none());
+    assert_eq!(idx.entries(), 0);
+}
+
+#[test]
+fn memory_stays_within_capacity_and_cap() {
+    // A view past its worker's KV capacity is out of step with the engine: cleared.
+    let idx = KvIndex::new(B, 1000);
+    fresh(&idx, 1, 3);
+    let prompt: Vec<u32> = (0..16).collect();
+    let evs = stored(&prompt, 0);
+    for ev in &evs[..3] {
+        assert_eq!(idx.store(WorkerId(1), 0, ev), Applied::Indexed);
+    }
+    assert_eq!(idx.store(WorkerId(1), 0, &evs[3]), Applied::Overflow);
+    assert_eq!(idx.entries(), 0);
+    // The global cap bounds all views together.
+    let idx = KvIndex::new(B, 10);
+    for w in 0..4 {
+        fresh(&idx, w, 1_000);
+        let prompt: Vec<u32> = (0..16).map(|t| t + 100 * w).collect();
+        for ev in stored(&prompt, 1000 * i64::from(w)) {
+            idx.store(WorkerId(w), 0, &ev);
+            assert!(idx.entries() <= 10);
+        }
+    }
+}
+
+#[test]
+fn speculation_bridges_until_the_event_and_expires() {
+    let idx = KvIndex::new(B, 1000);
+    fresh(&idx, 1, 100);
+    fresh(&idx, 2, 100);
+    let prompt: Vec<u32> = (0..8).collect();
+    let m = idx.lookup(&prompt, None).unwrap();
+    idx.speculate(&m, WorkerId(2));
+    assert_eq!(cached(&idx, &prompt, 2), Some(8));
+    assert_eq!(cached(&idx, &prompt, 1), Some(0));
+    // The event replaces the speculation.
+    for ev in stored(&prompt, 0) {
+        idx.store(WorkerId(2), 0, &ev);
+    }
+    idx.remove(WorkerId(2), 0, &[1]);
+    assert_eq!(cached(&idx, &prompt, 2), Some(4));
+}

@@ -1,0 +1,581 @@
+//! Subscriptions: find each worker's publisher, follow it, and keep its view exact.
+//!
+//! A reconcile loop starts one task per worker in the registry (and stops it, dropping the view,
+//! when the worker leaves). The task reads `/server_info`: `kv_events_config` (SGLang's JSON
+//! string; a `zmq` publisher), `page_size`, `dp_size` and `max_total_num_tokens`. A `*`,
+//! `0.0.0.0` or `::` host is the worker URL's host; `--kv-events-endpoint URL=ENDPOINT` overrides
+//! it. Each DP rank is followed at port + rank:
+//!
+//! - On joining, with a replay endpoint, everything buffered is replayed from seq 0; the view is
+//!   in sync if the replay starts at 0 (or the publisher has sent nothing yet), or if the first
+//!   live batch is seq 0. Otherwise it rebuilds from live events for `--kv-events-rebuild-secs`.
+//! - A batch after a gap asks for a replay of the missing batches; if that fails or comes back
+//!   incomplete the view is cleared and rebuilt.
+//! - A sequence number going back (to 0, or below what this view ever saw) is a publisher
+//!   restart: a new engine starts empty, so the view is cleared and stays in sync. A reconnect
+//!   may hide a restart (the new publisher's first batches sent before the subscription
+//!   reached it, its sequence past ours): the view is cleared and replayed from seq 0, or
+//!   rebuilt.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Value;
+use zeromq::{DealerSocket, Socket, SocketEvent, SocketRecv, SocketSend, SubSocket, ZmqMessage};
+
+use super::index::{Applied, KvIndex};
+use super::metrics::KvEventMetrics;
+use super::wire::{self, Event};
+use crate::upstream::Client;
+use crate::workers::{Registry, Worker, WorkerId};
+
+/// `--kv-events-endpoint WORKER_URL=ENDPOINT[,REPLAY_ENDPOINT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointOverride {
+    pub url: String,
+    pub endpoint: String,
+    pub replay: Option<String>,
+}
+
+impl EndpointOverride {
+    pub fn parse(s: &str) -> Result<EndpointOverride, String> {
+        let bad = || format!("`{s}` is not WORKER_URL=tcp://HOST:PORT[,tcp://HOST:PORT]");
+        let (url, rest) = s.split_once('=').ok_or_else(bad)?;
+        let (endpoint, replay) = match rest.split_once(',') {
+            Some((e, r)) => (e, Some(r)),
+            None => (rest, None),
+        };
+        let tcp = |e: &str| e.starts_with("tcp://");
+        if url.is_empty() || !tcp(endpoint) || !replay.is_none_or(tcp) {
+            return Err(bad());
+        }
+        Ok(EndpointOverride {
+            url: url.trim_end_matches('/').to_owned(),
+            endpoint: endpoint.to_owned(),
+            replay: replay.map(str::to_owned),
+        })
+    }
+}
+
+/// What the subscriptions need from `switchboard serve`'s flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Instead of what the workers advertise.
+    pub overrides: Vec<EndpointOverride>,
+    /// How long a view that lost events rebuilds before routing trusts it again.
+    pub rebuild: Duration,
+}
+
+const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+const INFO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A worker without a publisher is asked again this often (it may restart with one).
+const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One rank's publisher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publisher {
+    pub endpoint: String,
+    pub replay: Option<String>,
+    pub topic: String,
+    pub rank: u32,
+}
+
+/// What `/server_info` says about a worker's KV events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub publishers: Vec<Publisher>,
+    pub page_size: usize,
+    pub capacity_tokens: Option<usize>,
+}
+
+/// The endpoint with a wildcard host replaced by `host` and the port moved by `rank`.
+fn resolve(endpoint: &str, host: &str, rank: u32) -> Option<String> {
+    let rest = endpoint.strip_prefix("tcp://")?;
+    let (h, port) = rest.rsplit_once(':')?;
+    let port: u32 = port.parse().ok()?;
+    let port = u16::try_from(port + rank).ok()?;
+    let h = if ["*", "0.0.0.0", "::", "[::]"].contains(&h) {
+        host
+    } else {
+        h
+    };
+    Some(format!("tcp://{h}:{port}"))
+}
+
+/// Reads `/server_info`; `None` when the worker publishes no events (or the override names
+/// none). `worker_host` replaces a wildcard host.
+pub fn advertised(
+    info: &Value,
+    worker_host: &str,
+    overrides: Option<&EndpointOverride>,
+) -> Option<Advertised> {
+    let cfg = match info.get("kv_events_config") {
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        _ => None,
+    };
+    let cfg = cfg.unwrap_or(Value::Null);
+    let publisher = cfg
+        .get("publisher")
+        .and_then(Value::as_str)
+        .unwrap_or("null");
+    if publisher != "zmq" && overrides.is_none() {
+        return None;
+    }
+    let endpoint = match overrides {
+        Some(o) => o.endpoint.as_str(),
+        None => cfg
+            .get("endpoint")
+            .and_then(Value::as_str)
+            .unwrap_or("tcp://*:5557"),
+    };
+    let replay = match overrides {
+        Some(o) => o.replay.as_deref(),
+        None => cfg.get("replay_endpoint").and_then(Value::as_str),
+    };
+    let topic = cfg.get("topic").and_then(Value::as_str).unwrap_or("");
+    let dp = info
+        .get("dp_size")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .clamp(1, 1024);
+    let publishers = (0..dp as u32)
+        .filter_map(|rank| {
+            Some(Publisher {
+                endpoint: resolve(endpoint, worker_host, rank)?,
+                replay: replay.and_then(|r| resolve(r, worker_host, rank)),
+                topic: topic.to_owned(),
+                rank,
+            })
+        })
+        .collect();
+    let size = |k: &str| {
+        info.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|v| usize::try_from(v).ok())
+    };
+    Some(Advertised {
+        publishers,
+        page_size: size("page_size").unwrap_or(1).max(1),
+        capacity_tokens: size("max_total_num_tokens"),
+    })
+}
+
+/// Starts the reconcile loop.
+pub fn spawn(
+    registry: Arc<Registry>,
+    client: Client,
+    index: Arc<KvIndex>,
+    metrics: Arc<KvEventMetrics>,
+    settings: Settings,
+) {
+    tokio::spawn(async move {
+        let mut tasks: HashMap<WorkerId, tokio::task::JoinHandle<()>> = HashMap::new();
+        loop {
+            let workers = registry.snapshot();
+            tasks.retain(|id, task| {
+                let live = workers.iter().any(|w| w.id == *id);
+                if !live {
+                    task.abort();
+                    index.drop_worker(*id);
+                }
+                live
+            });
+            for w in workers.iter() {
+                if tasks.contains_key(&w.id) {
+                    continue;
+                }
+                let follow = Follow {
+                    worker: Arc::clone(w),
+                    client: client.clone(),
+                    index: Arc::clone(&index),
+                    metrics: Arc::clone(&metrics),
+                    settings: settings.clone(),
+                };
+                tasks.insert(w.id, tokio::spawn(follow.run()));
+            }
+            update_gauges(&index, &metrics, &workers);
+            tokio::time::sleep(RECONCILE_EVERY).await;
+        }
+    });
+}
+
+fn update_gauges(index: &KvIndex, metrics: &KvEventMetrics, workers: &[Arc<Worker>]) {
+    let stale = index
+        .workers()
+        .iter()
+        .filter(|(_, covered)| !covered)
+        .count();
+    metrics.stale_workers.set(stale as i64);
+    metrics.blocks.reset();
+    for (id, blocks) in index.blocks_per_worker() {
+        if let Some(w) = workers.iter().find(|w| w.id == id) {
+            metrics
+                .blocks
+                .with_label_values(&[w.url()])
+                .set(blocks as i64);
+        }
+    }
+}
+
+struct Follow {
+    worker: Arc<Worker>,
+    client: Client,
+    index: Arc<KvIndex>,
+    metrics: Arc<KvEventMetrics>,
+    settings: Settings,
+}
+
+impl Follow {
+    async fn run(self) {
+        let host = self
+            .worker
+            .url()
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_owned))
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let over = self
+            .settings
+            .overrides
+            .iter()
+            .find(|o| o.url == self.worker.url());
+        let adv = loop {
+            let info = match self
+                .client
+                .get(&self.worker.origin, "/server_info", INFO_TIMEOUT)
+                .await
+            {
+                Ok((status, body)) if status.is_success() => {
+                    serde_json::from_slice::<Value>(&body).ok()
+                }
+                _ => None,
+            };
+            match info.as_ref().and_then(|i| advertised(i, &host, over)) {
+                Some(adv) => break adv,
+                None if info.is_some() => tokio::time::sleep(REDISCOVER_EVERY).await,
+                None => tokio::time::sleep(RECONCILE_EVERY).await,
+            }
+        };
+        if adv.page_size != self.index.block_size() {
+            tracing::warn!(worker = self.worker.url(), page_size = adv.page_size, index = self.index.block_size(),
+                "kv events: the worker's page size differs from --prefix-page-size; routing it on the approximate index");
+            return;
+        }
+        let capacity = adv
+            .capacity_tokens
+            .map_or(usize::MAX, |t| t / adv.page_size + 1);
+        let mut ranks = tokio::task::JoinSet::new();
+        for p in adv.publishers {
+            self.index.open_view(self.worker.id, p.rank, capacity);
+            let rank = Rank {
+                worker: self.worker.id,
+                url: self.worker.url().to_owned(),
+                publisher: p,
+                index: Arc::clone(&self.index),
+                metrics: Arc::clone(&self.metrics),
+                rebuild: self.settings.rebuild,
+            };
+            ranks.spawn(rank.run());
+        }
+        while ranks.join_next().await.is_some() {}
+    }
+}
+
+struct Rank {
+    worker: WorkerId,
+    url: String,
+    publisher: Publisher,
+    index: Arc<KvIndex>,
+    metrics: Arc<KvEventMetrics>,
+    rebuild: Duration,
+}
+
+/// Where the sequence stands.
+struct Cursor {
+    /// The next seq expected; `None` before the first batch.
+    next: Option<u64>,
+    /// Seqs below this were seen live; between it and `next` they came by replay, so a live
+    /// copy arriving late is a duplicate, not a restart.
+    replayed_from: u64,
+}
+
+impl Rank {
+    async fn run(self) {
+        let mut sub = SubSocket::new();
+        let mut monitor = sub.monitor();
+        // Returns once connected (it retries an unreachable endpoint); then reconnects by itself.
+        if let Err(e) = sub.connect(&self.publisher.endpoint).await {
+            tracing::warn!(worker = %self.url, endpoint = %self.publisher.endpoint, error = %e, "kv events: cannot subscribe");
+            return;
+        }
+        if sub.subscribe(&self.publisher.topic).await.is_err() {
+            return;
+        }
+        tracing::info!(worker = %self.url, endpoint = %self.publisher.endpoint, "kv events: subscribed");
+        let mut cursor = Cursor {
+            next: None,
+            replayed_from: 0,
+        };
+        if self.publisher.replay.is_some() {
+            self.catch_up(&mut cursor, 0, false).await;
+        }
+        let mut connections = 0u32;
+        loop {
+            tokio::select! {
+                biased;
+                Some(event) = monitor.next() => {
+                    if matches!(event, SocketEvent::Connected(..)) {
+                        connections += 1;
+                        if connections > 1 {
+                            self.resync(&mut cursor).await;
+                        }
+                    }
+                }
+                msg = sub.recv() => {
+                    let msg = match msg {
+                        Ok(m) => m.into_vec(),
+                        Err(e) => {
+                            tracing::warn!(worker = %self.url, error = %e, "kv events: subscription ended");
+                            self.index.mark_stale(self.worker, self.publisher.rank, self.rebuild);
+                            return;
+                        }
+                    };
+                    let [_topic, seq, payload] = msg.as_slice() else {
+                        continue;
+                    };
+                    let Ok(seq) = wire::seq(seq).and_then(|s| u64::try_from(s).map_err(|_| wire::WireError::Seq(0))) else {
+                        continue;
+                    };
+                    self.on_batch(&mut cursor, seq, payload).await;
+                }
+            }
+        }
+    }
+
+    /// Reconnected: the publisher may be a new process whose first batches went out before
+    /// the subscription reached it, and whose sequence may already have passed ours. The view
+    /// starts over from the replay buffer (seq 0 on), or rebuilds.
+    async fn resync(&self, cursor: &mut Cursor) {
+        self.metrics.restarts.inc();
+        self.index.clear_view(self.worker, self.publisher.rank);
+        cursor.next = None;
+        cursor.replayed_from = 0;
+        if !self.catch_up(cursor, 0, true).await {
+            cursor.next = None;
+        }
+    }
+
+    async fn on_batch(&self, cursor: &mut Cursor, seq: u64, payload: &Bytes) {
+        match cursor.next {
+            None if seq == 0 => {
+                self.index
+                    .mark_fresh(self.worker, self.publisher.rank, Instant::now())
+            }
+            None => {
+                // Joined late: what came before is only in the replay buffer, if anywhere.
+                self.metrics.gaps.inc();
+                if !self.catch_up(cursor, 0, true).await {
+                    cursor.next = Some(seq);
+                }
+            }
+            Some(next) if seq == next => {}
+            Some(next) if seq < next && seq >= cursor.replayed_from && seq != 0 => return,
+            Some(_) if seq == 0 || cursor.next.is_some_and(|n| seq < n) => {
+                self.metrics.restarts.inc();
+                self.index.clear_view(self.worker, self.publisher.rank);
+                cursor.replayed_from = 0;
+                if seq == 0 {
+                    // A new engine starts empty: the cleared view is exact.
+                    self.index
+                        .mark_fresh(self.worker, self.publisher.rank, Instant::now());
+                } else if !self.catch_up(cursor, 0, true).await {
+                    cursor.next = Some(seq);
+                }
+            }
+            Some(next) => {
+                self.metrics.gaps.inc();
+                if !self.catch_up(cursor, next, true).await {
+                    cursor.next = Some(seq);
+                }
+            }
+        }
+        if cursor.next.is_some_and(|n| seq < n) {
+            return; // the replay already delivered it
+        }
+        self.apply(payload);
+        cursor.next = Some(seq + 1);
+        cursor.replayed_from = seq + 1;
+    }
+
+    /// Replays from `from`; true if the view is in sync afterwards. On failure the view is
+    /// cleared and rebuilds. `after_gap`: counted as a repair (not the first sync on joining).
+    async fn catch_up(&self, cursor: &mut Cursor, from: u64, after_gap: bool) -> bool {
+        let got = match &self.publisher.replay {
+            Some(endpoint) => tokio::time::timeout(REPLAY_TIMEOUT * 4, replay(endpoint, from))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        let complete = got.as_ref().is_some_and(|batches| {
+            batches.first().is_none_or(|b| b.0 == from)
+                && batches.windows(2).all(|w| w[1].0 == w[0].0 + 1)
+        });
+        let outcome = match (&got, complete) {
+            (None, _) => "failed",
+            (Some(_), false) => "incomplete",
+            (Some(_), true) => "repaired",
+        };
+        if self.publisher.replay.is_some() && after_gap {
+            self.metrics.replays.with_label_values(&[outcome]).inc();
+        }
+        if !complete {
+            self.index
+                .mark_stale(self.worker, self.publisher.rank, self.rebuild);
+            if let Some(batches) = got {
+                // Rebuild from what there is.
+                for (_, payload) in &batches {
+                    self.apply(payload);
+                }
+                if let Some(last) = batches.last() {
+                    cursor.next = Some(last.0 + 1);
+                }
+            }
+            cursor.replayed_from = cursor.next.unwrap_or(0);
+            return false;
+        }
+        let batches = got.unwrap_or_default();
+        if from == 0 {
+            self.index.clear_view(self.worker, self.publisher.rank);
+        }
+        for (_, payload) in &batches {
+            self.apply(payload);
+        }
+        cursor.replayed_from = cursor.next.unwrap_or(from);
+        cursor.next = Some(batches.last().map_or(from, |b| b.0 + 1));
+        self.index
+            .mark_fresh(self.worker, self.publisher.rank, Instant::now());
+        true
+    }
+
+    fn apply(&self, payload: &[u8]) {
+        let batch = match wire::decode_batch(payload) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(worker = %self.url, error = %e, "kv events: undecodable batch");
+                return;
+            }
+        };
+        self.metrics.batches.inc();
+        let (w, rank) = (self.worker, self.publisher.rank);
+        for ev in &batch.events {
+            let kind = match ev {
+                Event::Stored(s) => match self.index.store(w, rank, s) {
+                    Applied::Indexed | Applied::Known => "stored",
+                    Applied::Skipped => "skipped",
+                    Applied::Orphan => "orphan",
+                    Applied::Overflow => {
+                        tracing::warn!(worker = %self.url, "kv events: the view passed its memory bound; rebuilding");
+                        self.index.mark_stale(w, rank, self.rebuild);
+                        "overflow"
+                    }
+                },
+                Event::Removed {
+                    hashes,
+                    device_tier,
+                } => {
+                    if *device_tier {
+                        self.index.remove(w, rank, hashes);
+                    }
+                    "removed"
+                }
+                Event::Cleared => {
+                    self.index.clear_view(w, rank);
+                    "cleared"
+                }
+                Event::Other => "other",
+            };
+            self.metrics.events.with_label_values(&[kind]).inc();
+        }
+    }
+}
+
+/// Asks the ROUTER for every buffered batch from `from`: `(seq, payload)` in order, or `None`
+/// if it did not answer completely in time.
+async fn replay(endpoint: &str, from: u64) -> Option<Vec<(u64, Bytes)>> {
+    let mut dealer = DealerSocket::new();
+    tokio::time::timeout(REPLAY_TIMEOUT, dealer.connect(endpoint))
+        .await
+        .ok()?
+        .ok()?;
+    let request = ZmqMessage::try_from(vec![
+        Bytes::new(),
+        Bytes::copy_from_slice(&from.to_be_bytes()),
+    ])
+    .ok()?;
+    dealer.send(request).await.ok()?;
+    let mut out = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(REPLAY_TIMEOUT, dealer.recv())
+            .await
+            .ok()?
+            .ok()?
+            .into_vec();
+        // [""(, topic), seq, payload]: 0.5.23 adds the topic; the last two frames are the same.
+        let n = msg.len();
+        if n < 3 {
+            return None;
+        }
+        let seq = wire::seq(&msg[n - 2]).ok()?;
+        if seq < 0 {
+            return Some(out);
+        }
+        out.push((seq as u64, msg[n - 1].clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_server_info() {
+        let info = json!({
+            "kv_events_config": "{\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:5557\",\"replay_endpoint\":\"tcp://*:5600\",\"topic\":\"kv\"}",
+            "dp_size": 2, "page_size": 16, "max_total_num_tokens": 12288
+        });
+        let a = advertised(&info, "10.0.0.7", None).unwrap();
+        assert_eq!((a.page_size, a.capacity_tokens), (16, Some(12288)));
+        assert_eq!(
+            a.publishers[1],
+            Publisher {
+                endpoint: "tcp://10.0.0.7:5558".into(),
+                replay: Some("tcp://10.0.0.7:5601".into()),
+                topic: "kv".into(),
+                rank: 1
+            }
+        );
+        let concrete =
+            json!({"kv_events_config": {"publisher": "zmq", "endpoint": "tcp://127.0.0.1:7000"}});
+        assert_eq!(
+            advertised(&concrete, "h", None).unwrap().publishers[0].endpoint,
+            "tcp://127.0.0.1:7000"
+        );
+        assert_eq!(
+            advertised(&json!({"kv_events_config": null}), "h", None),
+            None
+        );
+        let o = EndpointOverride::parse("http://w:1/=tcp://*:9000,tcp://*:9001").unwrap();
+        assert_eq!(o.url, "http://w:1");
+        let over = advertised(&json!({}), "h", Some(&o)).unwrap();
+        assert_eq!(over.publishers[0].endpoint, "tcp://h:9000");
+        assert_eq!(over.publishers[0].replay.as_deref(), Some("tcp://h:9001"));
+        assert!(EndpointOverride::parse("http://w=udp://x:1").is_err());
+    }
+}

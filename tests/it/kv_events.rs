@@ -1,0 +1,348 @@
+//! KV events (issue 15): the simulator publishes what SGLang publishes, and the gateway routes on
+//! what workers publish — checked against SGLang's own code (tests/python/kv_events_oracle.py:
+//! its `KVEventBatch` decoder, hash functions and `ZmqEventPublisher`). Faults: a publisher
+//! restart, lost batches (repaired by replay, or stale + fallback) and an unreachable endpoint
+//! never fail a client request.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{self, Proc};
+
+const PAGE: usize = 16;
+
+fn sim_flags() -> Vec<&'static str> {
+    vec!["--page-size", "16", "--zero-latency"]
+}
+
+/// `n` (up to 400) tokens unique to `seed`; 100 tokens are 6 whole pages and a partial one.
+fn prompt(seed: u32, n: u32) -> Vec<u32> {
+    (0..n).map(|t| 100 + seed * 400 + t).collect()
+}
+
+/// SGLang's `ZmqEventPublisher`, driven line by line (`publish` in the oracle script).
+struct Publisher {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Publisher {
+    fn start(py: &str, port: u16, replay: Option<u16>) -> Publisher {
+        let mut child = Command::new(py)
+            .arg(support::repo_path("tests/python/kv_events_oracle.py"))
+            .args(["publish", &format!("tcp://*:{port}")])
+            .arg(replay.map_or(String::new(), |r| format!("tcp://*:{r}")))
+            .arg(PAGE.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the publisher");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("ready"), "publisher: {line:?}");
+        Publisher {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn cmd(&mut self, cmd: Value) {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("ok"), "publisher: {line:?}");
+    }
+
+    fn store(&mut self, prompts: &[Vec<u32>]) {
+        self.cmd(json!({"op": "store", "prompts": prompts}));
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn generate(gw: &Proc, ids: &[u32]) {
+    let r = support::post(
+        format!("{}/generate", gw.url),
+        &json!({"input_ids": ids, "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+}
+
+async fn received(sim: &Proc, ids: &[u32]) -> bool {
+    support::sim_request_log(&sim.url)
+        .await
+        .iter()
+        .any(|r| r["input_ids"] == json!(ids))
+}
+
+async fn metric(gw: &Proc, series: &str) -> f64 {
+    support::metric(&support::metrics_text(&gw.url).await, series).unwrap_or(0.0)
+}
+
+async fn blocks(gw: &Proc, sim: &Proc) -> f64 {
+    metric(
+        gw,
+        &format!("switchboard_kv_index_blocks{{worker=\"{}\"}}", sim.url),
+    )
+    .await
+}
+
+async fn wait_subscribed(gw: &Proc) {
+    support::eventually("the gateway subscribed", || async {
+        gw.logs().contains("kv events: subscribed")
+    })
+    .await;
+    // The subscription reaches the publisher a moment after the connection.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// Two workers; only `b`'s events come from SGLang's publisher on `port` (and `replay`), named
+/// by the override flag.
+async fn fleet_with_publisher(
+    port: u16,
+    replay: Option<u16>,
+    extra: &[&str],
+) -> (Proc, Proc, Proc) {
+    let a = support::sim(&sim_flags()).await;
+    let b = support::sim(&sim_flags()).await;
+    let mut over = format!("{}=tcp://127.0.0.1:{port}", b.url);
+    if let Some(r) = replay {
+        over.push_str(&format!(",tcp://127.0.0.1:{r}"));
+    }
+    let mut flags = vec!["--kv-events-endpoint", over.as_str()];
+    flags.extend_from_slice(extra);
+    let gw = support::gateway(&[&a, &b], &flags).await;
+    support::ready(&gw).await;
+    (a, b, gw)
+}
+
+#[tokio::test]
+async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    for version in ["0.5.9", "0.5.23"] {
+        let (port, replay) = (support::free_port(), support::free_port());
+        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"),
+            "replay_endpoint": format!("tcp://127.0.0.1:{replay}"), "bind": true})
+        .to_string();
+        let mut flags = sim_flags();
+        flags.extend(["--kv-capacity-tokens", "1024", "--sglang-version", version]);
+        flags.extend(["--kv-events-config", cfg.as_str()]);
+        let sim = support::sim(&flags).await;
+        let info: Value = support::client()
+            .get(format!("{}/server_info", sim.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(info["kv_events_config"], json!(cfg));
+        let summary = support::python::run(
+            &py,
+            "tests/python/kv_events_oracle.py",
+            vec![
+                "check".into(),
+                sim.url.clone(),
+                format!("tcp://127.0.0.1:{port}"),
+                format!("tcp://127.0.0.1:{replay}"),
+                version.into(),
+            ],
+        )
+        .await;
+        // Pages were stored, evicted and cleared, and all were SGLang's.
+        assert!(
+            summary["blocks"].as_u64().unwrap() > 64,
+            "{version}: {summary}"
+        );
+        assert!(
+            summary["removed"].as_u64().unwrap() > 0,
+            "{version}: {summary}"
+        );
+        assert_eq!(summary["cleared"], 1, "{version}: {summary}");
+    }
+}
+
+#[tokio::test]
+async fn sglangs_publisher_steers_routing() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let port = support::free_port();
+    let mut publisher = Publisher::start(&py, port, None);
+    let (a, b, gw) = fleet_with_publisher(port, None, &[]).await;
+    wait_subscribed(&gw).await;
+    let hot: Vec<Vec<u32>> = (0..4).map(|i| prompt(i, 100)).collect();
+    publisher.store(&hot);
+    support::eventually("b's blocks indexed", || async {
+        blocks(&gw, &b).await == 24.0
+    })
+    .await;
+    for p in &hot {
+        generate(&gw, p).await;
+        assert!(received(&b, p).await, "a prompt b holds went elsewhere");
+    }
+    // Prompts nobody holds still spread: the events, not a bias, sent the others to b.
+    for i in 10..14 {
+        generate(&gw, &prompt(i, 100)).await;
+    }
+    let mut on_a = 0;
+    for i in 10..14 {
+        on_a += usize::from(received(&a, &prompt(i, 100)).await);
+    }
+    assert!(on_a > 0, "cold prompts all went to b");
+}
+
+#[tokio::test]
+async fn sim_events_make_predictions_exact() {
+    let cfg =
+        |port: u16| json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
+    let (pa, pb) = (cfg(support::free_port()), cfg(support::free_port()));
+    let mut fa = sim_flags();
+    fa.extend(["--kv-events-config", pa.as_str()]);
+    let mut fb = sim_flags();
+    fb.extend(["--kv-events-config", pb.as_str()]);
+    let (a, b) = (support::sim(&fa).await, support::sim(&fb).await);
+    let gw = support::gateway(&[&a, &b], &[]).await;
+    support::ready(&gw).await;
+    support::eventually("both subscribed", || async {
+        gw.logs().matches("kv events: subscribed").count() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for round in 0..3 {
+        for group in 0..4 {
+            // A shared 100-token head, then a question of its own.
+            let mut ids = prompt(group, 100);
+            ids.extend(prompt(50 + round * 4 + group, 21));
+            generate(&gw, &ids).await;
+        }
+    }
+    support::eventually("blocks indexed", || async {
+        let text = support::metrics_text(&gw.url).await;
+        support::metric_sum(&text, "switchboard_kv_index_blocks") > 0.0
+    })
+    .await;
+    // The engines drop their caches behind the gateway's back: a guess from routing history
+    // would now predict hits; the events say nothing is cached.
+    for sim in [&a, &b] {
+        support::post(format!("{}/flush_cache", sim.url), &json!({})).await;
+    }
+    support::eventually("the views cleared", || async {
+        let text = support::metrics_text(&gw.url).await;
+        support::metric_sum(&text, "switchboard_kv_index_blocks") == 0.0
+    })
+    .await;
+    for group in 0..4 {
+        let mut ids = prompt(group, 100);
+        ids.extend(prompt(60 + group, 21));
+        generate(&gw, &ids).await;
+    }
+    let text = support::metrics_text(&gw.url).await;
+    // Every request's prediction was what the worker then reported.
+    let count = support::metric_sum(&text, "switchboard_cache_prediction_error_tokens_count");
+    let sum = support::metric_sum(&text, "switchboard_cache_prediction_error_tokens_sum");
+    assert_eq!((count, sum), (16.0, 0.0), "{text}");
+}
+
+#[tokio::test]
+async fn a_restarted_publisher_replaces_the_view() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let (port, replay) = (support::free_port(), support::free_port());
+    let mut first = Publisher::start(&py, port, Some(replay));
+    let (_a, b, gw) = fleet_with_publisher(port, Some(replay), &[]).await;
+    wait_subscribed(&gw).await;
+    first.store(&[prompt(1, 100), prompt(2, 100)]);
+    support::eventually("12 blocks", || async { blocks(&gw, &b).await == 12.0 }).await;
+    drop(first);
+    // The new engine starts empty and at seq 0; its first batch may go out before the gateway
+    // reconnects (the replay buffer has it).
+    let mut second = Publisher::start(&py, port, Some(replay));
+    second.store(&[prompt(3, 100)]);
+    support::eventually("only the new publisher's blocks", || async {
+        blocks(&gw, &b).await == 6.0
+            && metric(&gw, "switchboard_kv_event_publisher_restarts_total").await >= 1.0
+    })
+    .await;
+    generate(&gw, &prompt(3, 100)).await;
+    assert!(received(&b, &prompt(3, 100)).await);
+}
+
+#[tokio::test]
+async fn lost_batches_are_replayed_or_the_view_falls_back() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let (port, replay) = (support::free_port(), support::free_port());
+    let mut publisher = Publisher::start(&py, port, Some(replay));
+    let (_a, b, gw) =
+        fleet_with_publisher(port, Some(replay), &["--kv-events-rebuild-secs", "3600"]).await;
+    wait_subscribed(&gw).await;
+    publisher.store(&[prompt(1, 100)]);
+    support::eventually("6 blocks", || async { blocks(&gw, &b).await == 6.0 }).await;
+    // Lost on the way but still buffered: the next batch shows the gap, the replay repairs it.
+    publisher.cmd(json!({"op": "lose", "prompts": [prompt(2, 100)]}));
+    publisher.store(&[prompt(3, 100)]);
+    support::eventually("repaired", || async {
+        blocks(&gw, &b).await == 18.0
+            && metric(
+                &gw,
+                "switchboard_kv_event_replays_total{outcome=\"repaired\"}",
+            )
+            .await
+                == 1.0
+    })
+    .await;
+    generate(&gw, &prompt(2, 100)).await;
+    assert!(
+        received(&b, &prompt(2, 100)).await,
+        "the replayed blocks route"
+    );
+    // Lost outright: the view is cleared and b is routed on the approximate index meanwhile.
+    publisher.cmd(json!({"op": "skip", "n": 2}));
+    publisher.store(&[prompt(4, 100)]);
+    support::eventually("stale", || async {
+        metric(&gw, "switchboard_kv_events_stale_workers").await == 1.0
+    })
+    .await;
+    assert_eq!(
+        metric(
+            &gw,
+            "switchboard_kv_event_replays_total{outcome=\"incomplete\"}"
+        )
+        .await,
+        1.0
+    );
+    for i in 0..6 {
+        generate(&gw, &prompt(20 + i, 100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_costs_no_request() {
+    let port = support::free_port();
+    let (_a, _b, gw) = fleet_with_publisher(port, None, &[]).await;
+    support::eventually("b counted stale", || async {
+        metric(&gw, "switchboard_kv_events_stale_workers").await == 1.0
+    })
+    .await;
+    for i in 0..6 {
+        generate(&gw, &prompt(i, 100)).await;
+    }
+}
