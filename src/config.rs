@@ -57,6 +57,7 @@ pub struct ServeConfig {
     pub discovery: crate::discovery::DiscoveryConfig,
     #[command(flatten)]
     pub traces: crate::traces::TraceConfig,
+    #[command(flatten)]
     pub pd: pd::PdConfig,
     /// Upstream protocol.
     #[arg(long, value_enum, default_value = "sglang")]

@@ -51,7 +51,7 @@ impl Endpoint {
     /// The OpenTelemetry GenAI `gen_ai.operation.name` of a request to this endpoint.
     pub fn operation(self) -> &'static str {
         match self {
-            Endpoint::Chat => "chat",
+            Endpoint::Chat | Endpoint::Messages | Endpoint::Responses => "chat",
             Endpoint::Completions => "text_completion",
             Endpoint::Generate => "generate_content",
         }

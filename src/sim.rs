@@ -165,6 +165,7 @@ pub enum SimError {
     Bind(#[from] crate::net::BindError),
     #[error(transparent)]
     Speculative(#[from] engine::speculative::SpecError),
+    #[error(transparent)]
     KvEvents(#[from] kv_events::KvEventsError),
 }
 

@@ -210,7 +210,8 @@ mod tests {
             evaluate(&p, &grpc),
             PodState::Serving {
                 url: "grpc://10.0.0.7:8000".into(),
-                model: None
+                model: None,
+                role: Role::Main
             }
         );
         let p = pod(

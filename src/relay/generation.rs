@@ -394,7 +394,7 @@ async fn open_leg(
                 return decode.await;
             };
             let origin = &prefill.worker.origin;
-            let body = generate::request_body(origin, &request)?;
+            let body = crate::upstream::generate::request_body(origin, &request)?;
             let ((mut up, mut first), prefilled) =
                 pd::paired(&relay, prefill, "/generate", body, decode).await?;
             // The prompt was cached (or not) on the prefill worker: that count is the usage's.

@@ -2,6 +2,6 @@
 
 pub mod dispatch;
 pub mod generate;
-pub mod messages;
 pub mod generate_grpc;
+pub mod messages;
 pub mod openai;
