@@ -109,7 +109,8 @@ where
             rid,
         };
         let prefill_worker = dest.prefill.as_ref().map(|p| Arc::clone(&p.worker));
-        let attempt = attempt(dest).instrument(crate::traces::upstream(worker.url()));
+        // Boxed: with PD pairs and both wires the attempt future is large for a task's stack.
+        let attempt = Box::pin(attempt(dest).instrument(crate::traces::upstream(worker.url())));
         match ex.wait(attempt).await {
             Ok(value) => {
                 // The prefill worker's part is over once the decode has its first token.
