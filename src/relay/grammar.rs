@@ -76,6 +76,19 @@ pub trait Grammar: Send + 'static {
     fn whole(self, answer: Whole<'_>) -> Vec<u8>;
 }
 
+/// A grammar's SSE output read back as (event name, JSON data) pairs, for its tests.
+#[cfg(test)]
+pub(crate) fn sse_events(bytes: &[u8]) -> Vec<(String, serde_json::Value)> {
+    let mut p = crate::stream::sse::SseParser::new(1 << 20);
+    p.push(bytes);
+    let mut out = Vec::new();
+    while let Ok(Some(ev)) = p.next_event() {
+        let v = serde_json::from_slice(&ev.data).unwrap();
+        out.push((ev.event.clone().unwrap_or_default(), v));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,18 +238,7 @@ impl Grammar for MessagesFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::sse::SseParser;
-
-    fn events(bytes: &[u8]) -> Vec<(String, Value)> {
-        let mut p = SseParser::new(1 << 20);
-        p.push(bytes);
-        let mut out = Vec::new();
-        while let Ok(Some(ev)) = p.next_event() {
-            let v: Value = serde_json::from_slice(&ev.data).unwrap();
-            out.push((ev.event.clone().unwrap_or_default(), v));
-        }
-        out
-    }
+    use crate::relay::grammar::sse_events as events;
 
     #[test]
     fn a_stream_follows_the_grammar_and_joins_to_the_whole_answer() {

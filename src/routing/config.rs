@@ -5,7 +5,7 @@
 
 use clap::{Args, ValueEnum};
 
-use crate::workers::kv_events::subscriber::EndpointOverride;
+use crate::workers::kv_events::advertised::EndpointOverride;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]

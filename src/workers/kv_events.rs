@@ -5,11 +5,13 @@
 //! exact index of the blocks it holds; routing uses it for that worker instead of the
 //! approximate index of what the gateway sent there.
 //!
+//! - `advertised`: a worker's publishers, from its `/server_info` or an override.
 //! - `wire`: the messages and SGLang's msgpack encodings (0.5.9 arrays, 0.5.23 maps).
 //! - `index`: the exact index, speculative entries, freshness and the memory bound.
 //! - `metrics`: events, batches, gaps, replays, stale workers, blocks per worker.
 //! - `subscriber`: discovery, the SUB socket, sequence checks, replay and rebuild.
 
+pub mod advertised;
 pub mod index;
 pub mod metrics;
 pub mod subscriber;

@@ -1,18 +1,7 @@
 //! The Responses grammar: event order, sequence numbers, and the stream against the whole answer.
 
 use super::*;
-use crate::stream::sse::SseParser;
-
-fn events(bytes: &[u8]) -> Vec<(String, Value)> {
-    let mut p = SseParser::new(1 << 20);
-    p.push(bytes);
-    let mut out = Vec::new();
-    while let Ok(Some(ev)) = p.next_event() {
-        let v: Value = serde_json::from_slice(&ev.data).unwrap();
-        out.push((ev.event.clone().unwrap_or_default(), v));
-    }
-    out
-}
+use crate::relay::grammar::sse_events as events;
 
 #[test]
 fn a_stream_numbers_its_events_and_closes_with_the_whole_response() {

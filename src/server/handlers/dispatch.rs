@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::config::BackendKind;
 use crate::error::GatewayError;
-use crate::metrics::Endpoint;
+use crate::metrics::{Endpoint, Stage};
 use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::Spec;
@@ -55,6 +55,32 @@ where
         }
     };
     with_request_id(resp, id.echo())
+}
+
+/// Parses the body and prepares it (template + tokenize once), off the I/O threads when it is
+/// large; both stages are timed and traced.
+pub async fn parse_and_prepare<R: Send + 'static>(
+    app: &Arc<AppState>,
+    body: Bytes,
+    start: Instant,
+    parse: fn(&[u8]) -> Result<R, GatewayError>,
+    prepare: fn(&crate::model::Model, &R) -> Result<Prepared, GatewayError>,
+) -> Result<(R, Prepared), GatewayError> {
+    let app = Arc::clone(app);
+    // The work may run on the blocking pool, where the request's span is not current.
+    let span = tracing::Span::current();
+    crate::server::body::off_io_threads_if_large(body.len(), move || {
+        let req = crate::traces::stage_in(&span, "parse").in_scope(|| parse(&body))?;
+        app.metrics
+            .stage(Stage::Parse, start.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let prepared = crate::traces::stage_in(&span, "template_tokenize")
+            .in_scope(|| prepare(&app.model, &req))?;
+        app.metrics
+            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        Ok((req, prepared))
+    })
+    .await
 }
 
 /// Chat and completions: native `/generate` with our token ids, or the worker's own route.

@@ -14,13 +14,13 @@ use axum::response::{IntoResponse, Response};
 use super::dispatch::{self, Native};
 use crate::config::BackendKind;
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, Stage};
+use crate::metrics::Endpoint;
 use crate::prepare::Prepared;
 use crate::protocol::anthropic::{error_kind, ErrorBody};
 use crate::protocol::openai::ErrorBody as OpenAiErrorBody;
 use crate::relay::messages::MessagesFormat;
 use crate::relay::responses::ResponsesFormat;
-use crate::server::body::{off_io_threads_if_large, parse, JsonBytes};
+use crate::server::body::{parse, JsonBytes};
 use crate::server::request_id::RequestId;
 use crate::server::AppState;
 
@@ -70,8 +70,8 @@ pub async fn responses(
     .await
 }
 
-/// Parses the body and prepares it (off the I/O threads when large); these routes exist only
-/// on the token-id path, so they need workers that serve SGLang's `/generate`.
+/// These routes exist only on the token-id path: they need workers that serve SGLang's
+/// `/generate`.
 async fn parse_and_prepare<R>(
     app: &Arc<AppState>,
     body: Bytes,
@@ -87,18 +87,7 @@ where
             None,
         ));
     }
-    let app = Arc::clone(app);
-    off_io_threads_if_large(body.len(), move || {
-        let req: R = parse(&body)?;
-        app.metrics
-            .stage(Stage::Parse, start.elapsed().as_secs_f64());
-        let t = Instant::now();
-        let prepared = prepare(&app.model, &req)?;
-        app.metrics
-            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        Ok((req, prepared))
-    })
-    .await
+    dispatch::parse_and_prepare(app, body, start, parse::<R>, prepare).await
 }
 
 /// Middleware: every error `/v1/messages` answers (the body's, the key check's, admission's)

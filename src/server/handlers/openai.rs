@@ -11,12 +11,12 @@ use axum::response::Response;
 
 use super::dispatch::{self, Request};
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, Stage};
+use crate::metrics::Endpoint;
 use crate::model::Model;
 use crate::prepare::Prepared;
 use crate::protocol::openai::{ChatCompletionRequest, CompletionRequest, WithSampling};
 use crate::relay::format::Kind;
-use crate::server::body::{off_io_threads_if_large, parse_request, JsonBytes};
+use crate::server::body::{parse_request, JsonBytes};
 use crate::server::request_id::RequestId;
 use crate::server::AppState;
 
@@ -58,24 +58,9 @@ async fn handle<R: WithSampling + Send + 'static>(
     };
     let id = RequestId::new(&headers);
     dispatch::respond(&app, endpoint, &id, async {
-        let work = {
-            let (app, body) = (Arc::clone(&app), body.clone());
-            // The work may run on the blocking pool, where the request's span is not current.
-            let span = tracing::Span::current();
-            move || {
-                let req: R =
-                    crate::traces::stage_in(&span, "parse").in_scope(|| parse_request(&body))?;
-                app.metrics
-                    .stage(Stage::Parse, start.elapsed().as_secs_f64());
-                let t = Instant::now();
-                let prepared = crate::traces::stage_in(&span, "template_tokenize")
-                    .in_scope(|| prepare(&app.model, &req))?;
-                app.metrics
-                    .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-                Ok(prepared)
-            }
-        };
-        let prepared = off_io_threads_if_large(body.len(), work).await?;
+        let (_, prepared) =
+            dispatch::parse_and_prepare(&app, body.clone(), start, parse_request::<R>, prepare)
+                .await?;
         dispatch::openai(
             &app,
             Request {
