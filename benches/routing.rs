@@ -1,4 +1,4 @@
-//! `pick()` cost per policy at 8 / 64 / 512 workers with ~1M tokens indexed, prefix_cost on the
+//! `pick()` cost per policy at 8 / 64 / 512 / 1,000 / 4,000 workers with ~1M tokens indexed, prefix_cost on the
 //! KV-event index at 64 workers with 1M blocks, and prefix index
 //! match / insert against index size. After criterion, prints p50/p99 of single picks timed one
 //! by one (criterion reports means of batches, and the target is a tail: p99 < 20 µs at 64).
@@ -81,7 +81,7 @@ fn bench_pick(cr: &mut Criterion) {
         .collect();
     let mut tails = Vec::new();
     let mut g = cr.benchmark_group("pick");
-    for n in [8usize, 64, 512] {
+    for n in [8usize, 64, 512, 1000, 4000] {
         let ws = workers(n);
         let refs: Vec<&Arc<Worker>> = ws.iter().collect();
         for (name, policy) in policies(16) {

@@ -101,6 +101,9 @@ async fn terminate_signal() {
 
 pub async fn sim(opts: SimOptions) -> Result<(), String> {
     init_logging("info", false);
+    if let Some(ports) = opts.ports.clone() {
+        return sim_fleet(opts, ports).await;
+    }
     let sim = crate::sim::start(opts).await.map_err(|e| e.to_string())?;
     // `--grpc-mode`: the HTTP side port first, so the last line is the worker's own address.
     let scheme = match sim.metrics_addr {
@@ -116,6 +119,32 @@ pub async fn sim(opts: SimOptions) -> Result<(), String> {
     );
     tokio::select! {
         r = sim.task => r.map_err(|e| e.to_string()),
+        _ = terminate_signal() => Ok(()),
+    }
+}
+
+/// `--ports FIRST-LAST`: an independent simulated worker on every port, one tokenizer for all.
+async fn sim_fleet(opts: SimOptions, ports: std::ops::RangeInclusive<u16>) -> Result<(), String> {
+    let model = crate::sim::SimModel::load(&opts).map_err(|e| e.to_string())?;
+    let (first, last) = (*ports.start(), *ports.end());
+    let mut tasks = tokio::task::JoinSet::new();
+    for port in ports {
+        let mut one = opts.clone();
+        one.port = port;
+        one.ports = None;
+        let sim = crate::sim::start_with(one, model.clone())
+            .await
+            .map_err(|e| format!("port {port}: {e}"))?;
+        tasks.spawn(async move { sim.task.await });
+    }
+    let scheme = if opts.grpc_mode { "grpc" } else { "http" };
+    println!(
+        "switchboard sim fleet listening on {scheme}://{}:{first}-{last} ({} simulated SGLang workers)",
+        opts.host,
+        last - first + 1,
+    );
+    tokio::select! {
+        Some(r) = tasks.join_next() => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string()),
         _ = terminate_signal() => Ok(()),
     }
 }

@@ -107,7 +107,8 @@ pub struct ServeConfig {
     #[arg(long, default_value_t = 5)]
     pub health_check_interval_secs: u64,
     /// Milliseconds between polls of each worker's own load report (`/v1/loads`); 0 = off.
-    #[arg(long, default_value_t = 250)]
+    /// A worker that is idle and unchanged is polled up to 8× less often.
+    #[arg(long, default_value_t = 1000)]
     pub load_poll_interval_ms: u64,
     /// Bearer key for admin routes (`/workers`). Without it they answer only on a loopback listener.
     #[arg(long, env = "SWITCHBOARD_ADMIN_API_KEY", hide_env_values = true)]

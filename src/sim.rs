@@ -21,10 +21,12 @@
 //! - `reply`: JSON and error replies, and the one stream skeleton every route formats.
 //! - `generate`: the native `/generate` route.
 //! - `openai`: `/v1/chat/completions` and `/v1/completions`.
+//! - `background_hits`: counts of health/load/info requests (`GET /sim/background`).
 //! - `server`: the router, and the info and admin routes.
 //! - `grpc`: `--grpc-mode`, the same engine over SGLang's gRPC service.
 //! - this file: `switchboard sim`'s options, and `start`.
 
+mod background_hits;
 mod driver;
 pub mod engine;
 pub mod faults;
@@ -68,6 +70,10 @@ pub struct SimOptions {
     /// Port (0 picks a free one; the chosen address is printed).
     #[arg(long, default_value_t = 30001)]
     pub port: u16,
+    /// Serve one independent worker on every port of this range (`40000-40999`): a fleet in one
+    /// process, sharing only the tokenizer (fleet-scale benchmarks).
+    #[arg(long, value_parser = parse_port_range, conflicts_with_all = ["port", "kv_events_config", "disaggregation_mode"])]
+    pub ports: Option<std::ops::RangeInclusive<u16>>,
     /// Served model name (`/v1/models`).
     #[arg(long, default_value = crate::bundled::MODEL_NAME)]
     pub model_name: String,
@@ -207,21 +213,61 @@ pub struct SimHandle {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+fn parse_port_range(s: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let bad = || format!("expected FIRST-LAST (e.g. 40000-40999), got {s:?}");
+    let (first, last) = s.split_once('-').ok_or_else(bad)?;
+    let first: u16 = first.trim().parse().map_err(|_| bad())?;
+    let last: u16 = last.trim().parse().map_err(|_| bad())?;
+    if first == 0 || first > last {
+        return Err(bad());
+    }
+    Ok(first..=last)
+}
+
+/// What every simulated worker of one process can share: the tokenizer and the words drawn
+/// from it (a fleet of 1,000 workers would otherwise hold 1,000 tokenizers).
+#[derive(Clone)]
+pub struct SimModel {
+    tokenizer: Arc<Tokenizer>,
+    tokenizer_path: String,
+    vocab: Arc<vocab::OutputVocab>,
+}
+
+impl SimModel {
+    pub fn load(opts: &SimOptions) -> Result<SimModel, SimError> {
+        let (tokenizer, tokenizer_path) = match &opts.tokenizer_path {
+            Some(dir) => (Tokenizer::from_dir(dir)?, dir.display().to_string()),
+            None => (
+                crate::bundled::tokenizer()?,
+                crate::bundled::MODEL_NAME.to_owned(),
+            ),
+        };
+        let vocab = Arc::new(vocab::OutputVocab::from_tokenizer(&tokenizer)?);
+        Ok(SimModel {
+            tokenizer: Arc::new(tokenizer),
+            tokenizer_path,
+            vocab,
+        })
+    }
+}
+
 /// Binds, starts the engine and serves in the background.
 pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
-    let (tokenizer, tokenizer_path) = match &opts.tokenizer_path {
-        Some(dir) => (Tokenizer::from_dir(dir)?, dir.display().to_string()),
-        None => (
-            crate::bundled::tokenizer()?,
-            crate::bundled::MODEL_NAME.to_owned(),
-        ),
-    };
-    let tokenizer = Arc::new(tokenizer);
+    let model = SimModel::load(&opts)?;
+    start_with(opts, model).await
+}
+
+/// [`start`] with a tokenizer already loaded (`--ports`: one per process).
+pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, SimError> {
+    let SimModel {
+        tokenizer,
+        tokenizer_path,
+        vocab,
+    } = model;
     let context_length = opts
         .context_length
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
-    let vocab = vocab::OutputVocab::from_tokenizer(&tokenizer)?;
     let config = opts.engine_config(context_length)?;
     let mut server_args = serde_json::json!({
         "model_path": opts.model_name, "served_model_name": opts.model_name, "tokenizer_path": tokenizer_path,

@@ -214,7 +214,7 @@ impl Exchange {
         }
         // Per leg: a continued leg's prompt stops being queued prefill at its own first token.
         if let Some(leg) = self.leg.as_mut() {
-            leg.guard.prefill_done();
+            leg.guard.tokens_arrived();
         }
         if !self.timer.has_first_token() {
             let ttft = self.timer.started().elapsed().as_secs_f64();

@@ -44,7 +44,7 @@ pub fn router(state: Arc<SimState>) -> Router {
         .route("/sim/requests", get(recent_requests))
         .route("/sim/script", post(add_script).delete(clear_scripts))
         .with_state(state);
-    super::trace_headers::recorded(routes)
+    super::background_hits::counted(super::trace_headers::recorded(routes))
 }
 
 async fn health(State(state): State<Arc<SimState>>) -> StatusCode {

@@ -18,7 +18,7 @@ pub struct SimState {
     pub model_name: String,
     pub tokenizer_path: String,
     pub tokenizer: Arc<Tokenizer>,
-    pub vocab: OutputVocab,
+    pub vocab: std::sync::Arc<OutputVocab>,
     pub driver: Arc<Driver>,
     pub faults: Faults,
     pub metrics: SimMetrics,

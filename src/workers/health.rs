@@ -1,10 +1,9 @@
 //! Active health checks: `GET /health` (a gRPC worker: its `HealthCheck` RPC) on every worker
-//! each interval, all probed concurrently
-//! so one slow worker does not delay the others. Thresholds keep a flapping worker out: two
+//! that has not served a first token since the last interval. Thresholds keep a flapping worker out: two
 //! failures in a row exclude a worker, and once excluded it needs two successes in a row to
 //! come back (a new worker needs one).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +70,10 @@ async fn check(client: &Client, worker: &Worker, timeout: Duration) -> Result<()
     }
 }
 
+/// Every interval, probes each worker that has not shown it works since the last one: a
+/// healthy worker that gave a client its first token within the interval counts as passing
+/// (health folded into traffic), so a busy fleet is not also asked `/health`. Probes run
+/// concurrently: one slow worker does not delay the others.
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,
@@ -84,9 +87,18 @@ pub fn spawn(
         loop {
             tick.tick().await;
             let workers = registry.snapshot();
-            let probes = workers.iter().map(|w| check(&client, w, timeout));
+            let probes = workers.iter().map(|w| async {
+                if w.is_healthy() && w.served_within(interval) {
+                    Ok(())
+                } else {
+                    check(&client, w, timeout).await
+                }
+            });
             let results = futures_util::future::join_all(probes).await;
-            history.retain(|id, _| workers.iter().any(|w| w.id == *id));
+            if history.len() > workers.len() {
+                let live: HashSet<WorkerId> = workers.iter().map(|w| w.id).collect();
+                history.retain(|id, _| live.contains(id));
+            }
             for (w, result) in workers.iter().zip(results) {
                 let h = history.entry(w.id).or_default();
                 let healthy = h.record(result.is_ok(), w.is_healthy());

@@ -12,6 +12,8 @@ pub struct LoadGuard {
     predicted_cached: usize,
     /// The half-open probe this request holds (its claim), until a verdict is reported.
     probe: Option<u64>,
+    /// The worker produced a token for this request.
+    served: bool,
 }
 
 impl LoadGuard {
@@ -22,6 +24,7 @@ impl LoadGuard {
             prefill_tokens,
             predicted_cached: 0,
             probe: None,
+            served: false,
         }
     }
 
@@ -37,6 +40,16 @@ impl LoadGuard {
         if self.prefill_tokens > 0 {
             self.worker.release_prefill(self.prefill_tokens);
             self.prefill_tokens = 0;
+        }
+    }
+
+    /// Tokens arrived: the prompt is done, and the worker has shown it works (which spares it
+    /// a health probe, `health`).
+    pub fn tokens_arrived(&mut self) {
+        self.prefill_done();
+        if !self.served {
+            self.served = true;
+            self.worker.mark_served();
         }
     }
 

@@ -4,9 +4,11 @@
 //! zeros and are routed on the gateway's own bookings alone. A gRPC worker: its `GetLoads` RPC.
 //! Parsing: `load_report`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::task::JoinSet;
 
@@ -96,13 +98,13 @@ async fn discover(
 type SourceState = (Source, u32);
 
 /// Polls one worker (looking for its source again after too many misses) and records what it
-/// reports; returns the worker's new source state.
+/// reports; returns the worker's new source state and the figures it reported.
 async fn poll_worker(
     client: Client,
     worker: Arc<Worker>,
     (source, misses): SourceState,
     timeout: Duration,
-) -> SourceState {
+) -> (SourceState, Option<EngineLoad>) {
     let (state, load) = if misses >= REDISCOVER_AFTER {
         let (found, load) = discover(&client, &worker, timeout).await;
         ((found, 0), load)
@@ -113,58 +115,128 @@ async fn poll_worker(
         let misses = if load.is_some() { 0 } else { misses + 1 };
         ((source, misses), load)
     };
-    if let Some((load, sources)) = load {
+    let reported = load.map(|(load, sources)| {
         worker.set_engine_load(load);
         worker.set_load_sources(sources);
-    }
-    state
+        load
+    });
+    (state, reported)
 }
 
-/// Every tick, starts a poll of each healthy worker whose previous poll has finished. Polls run
-/// concurrently, at most one per worker, and each records its figure when it lands: a worker
-/// that stalls holds only its own poll, never the others' (nor the next tick).
+/// One worker's polling: its source, its current period and when it is next due.
+struct Schedule {
+    source: SourceState,
+    every: Duration,
+    due: Instant,
+    last_poll: Instant,
+    last_report: Option<EngineLoad>,
+    in_poll: bool,
+}
+
+impl Schedule {
+    fn new(now: Instant, base: Duration) -> Schedule {
+        Schedule {
+            source: (Source::None, REDISCOVER_AFTER),
+            every: base,
+            due: now,
+            last_poll: now,
+            last_report: None,
+            in_poll: false,
+        }
+    }
+
+    /// After a poll: the same idle figures as last time double the period (up to
+    /// [`MAX_SLOWDOWN`] × `base`); anything else — a change, work of ours on the worker, no
+    /// answer — brings it back to `base`.
+    fn polled(&mut self, now: Instant, base: Duration, report: Option<EngineLoad>, ours: usize) {
+        let unchanged = report.is_some() && report == self.last_report;
+        self.every = if unchanged && ours == 0 {
+            (self.every * 2).min(base * MAX_SLOWDOWN)
+        } else {
+            base
+        };
+        if report.is_some() {
+            self.last_report = report;
+        }
+        self.last_poll = now;
+        self.due = now + self.every;
+        self.in_poll = false;
+    }
+
+    /// A worker this gateway is sending work to is polled at the base rate again.
+    fn is_due(&self, now: Instant, base: Duration, ours: usize) -> bool {
+        let due = if ours > 0 {
+            self.due.min(self.last_poll + base)
+        } else {
+            self.due
+        };
+        !self.in_poll && now >= due
+    }
+}
+
+/// Polls each healthy worker every `base`, slowing down (to [`MAX_SLOWDOWN`] × `base`) while
+/// its figures do not change and this gateway has nothing on it — an idle fleet of thousands
+/// costs little, to the gateway and to each worker. Polls run concurrently, at most one per
+/// worker, and each records its figure when it lands: a worker that stalls holds only its own
+/// poll, never the others' (nor the next tick).
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,
-    interval: Duration,
+    base: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut sources: HashMap<WorkerId, SourceState> = HashMap::new();
-        let mut polls: JoinSet<SourceState> = JoinSet::new();
-        let mut polling: HashMap<tokio::task::Id, WorkerId> = HashMap::new();
-        let mut tick = tokio::time::interval(interval);
+        let mut schedules: HashMap<WorkerId, Schedule> = HashMap::new();
+        let mut polls: JoinSet<(SourceState, Option<EngineLoad>)> = JoinSet::new();
+        let mut polling: HashMap<tokio::task::Id, Arc<Worker>> = HashMap::new();
+        let mut tick = tokio::time::interval(base.min(TICK));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let timeout = interval.max(Duration::from_millis(200));
+        let timeout = base.max(Duration::from_millis(200));
         loop {
             tokio::select! {
                 _ = tick.tick() => {
                     let workers = registry.snapshot();
-                    sources.retain(|id, _| workers.iter().any(|w| w.id == *id));
+                    if schedules.len() > workers.len() {
+                        let live: HashSet<WorkerId> = workers.iter().map(|w| w.id).collect();
+                        schedules.retain(|id, _| live.contains(id));
+                    }
+                    let now = Instant::now();
                     for w in workers.iter().filter(|w| w.is_healthy()) {
-                        if polling.values().any(|id| *id == w.id) {
+                        let s = schedules.entry(w.id).or_insert_with(|| Schedule::new(now, base));
+                        if !s.is_due(now, base, w.in_flight()) {
                             continue;
                         }
-                        let state = sources
-                            .get(&w.id)
-                            .copied()
-                            .unwrap_or((Source::None, REDISCOVER_AFTER));
-                        let task = polls.spawn(poll_worker(client.clone(), Arc::clone(w), state, timeout));
-                        polling.insert(task.id(), w.id);
+                        s.in_poll = true;
+                        let task = polls.spawn(poll_worker(client.clone(), Arc::clone(w), s.source, timeout));
+                        polling.insert(task.id(), Arc::clone(w));
                     }
                 }
                 Some(done) = polls.join_next_with_id() => {
-                    let (task, state) = match done {
-                        Ok((task, state)) => (task, Some(state)),
+                    let (task, result) = match done {
+                        Ok((task, result)) => (task, Some(result)),
                         Err(e) => (e.id(), None),
                     };
-                    if let (Some(id), Some(state)) = (polling.remove(&task), state) {
-                        sources.insert(id, state);
-                    }
+                    let Some(w) = polling.remove(&task) else { continue };
+                    let Some(s) = schedules.get_mut(&w.id) else { continue };
+                    let ours = w.in_flight();
+                    let report = match result {
+                        Some((source, report)) => {
+                            s.source = source;
+                            report
+                        }
+                        None => None,
+                    };
+                    s.polled(Instant::now(), base, report, ours);
                 }
             }
         }
     })
 }
+
+/// How often the schedule is looked at (the resolution of the polling periods).
+const TICK: Duration = Duration::from_millis(250);
+
+/// An idle worker whose figures do not change is polled this many times less often.
+const MAX_SLOWDOWN: u32 = 8;
 
 /// Failed polls (or polls of a worker with no source) before the sources are tried again.
 const REDISCOVER_AFTER: u32 = 40;

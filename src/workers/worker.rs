@@ -35,6 +35,16 @@ pub struct Worker {
     engine_waiting_uncached: AtomicU64,
     /// Where the engine figures came from (shown in `GET /workers`).
     load_sources: std::sync::Mutex<LoadSources>,
+    /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
+    /// never): traffic that proves it works stands in for a health probe.
+    served_at_ms: AtomicU64,
+}
+
+/// Milliseconds since the first call, plus one (so 0 can mean "never").
+fn clock_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let epoch = EPOCH.get_or_init(std::time::Instant::now);
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1
 }
 
 impl Worker {
@@ -51,6 +61,7 @@ impl Worker {
             engine_waiting: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
             load_sources: Default::default(),
+            served_at_ms: AtomicU64::new(0),
         })
     }
 
@@ -114,6 +125,17 @@ impl Worker {
             .store(load.waiting_requests, Ordering::Relaxed);
         self.engine_waiting_uncached
             .store(load.waiting_uncached_tokens, Ordering::Relaxed);
+    }
+
+    /// A request on this worker got its first token.
+    pub(super) fn mark_served(&self) {
+        self.served_at_ms.store(clock_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether a request got its first token from this worker within `window`.
+    pub fn served_within(&self, window: std::time::Duration) -> bool {
+        let at = self.served_at_ms.load(Ordering::Relaxed);
+        at != 0 && u128::from(clock_ms() - at.min(clock_ms())) <= window.as_millis()
     }
 
     pub(super) fn book(&self, prefill_tokens: u64) {

@@ -12,6 +12,7 @@ mod in_process;
 mod support;
 
 mod admission;
+mod background_work;
 mod config_file;
 mod discovery;
 mod ending;

@@ -77,6 +77,7 @@ pub fn repo_path(rel: &str) -> String {
 const SERVE_LISTENING: &str = "switchboard listening on http://";
 const SERVE_LISTENING_TLS: &str = "switchboard listening on https://";
 const SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on http://";
+const SIM_FLEET_LISTENING: &str = "switchboard sim fleet listening on http://";
 const GRPC_SIM_LISTENING: &str = "switchboard sim (simulated SGLang worker) listening on grpc://";
 /// A `--grpc-mode` sim's HTTP side port (its `/metrics`, `/sim/…`), printed before its address.
 const SIM_HTTP_LISTENING: &str = "switchboard sim HTTP routes (metrics) listening on http://";
@@ -88,6 +89,17 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 /// Starts `switchboard args…` on port 0 and returns it once it printed its `listening` line,
 /// with the address it got: no port is picked here, so none can be taken in between.
 async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str) -> Proc {
+    try_start(args.clone(), env, listening)
+        .await
+        .unwrap_or_else(|e| panic!("switchboard {args:?} {e}"))
+}
+
+/// [`start`], telling a process that exited before listening (a port taken) from success.
+async fn try_start(
+    args: Vec<String>,
+    env: &[(&str, &str)],
+    listening: &'static str,
+) -> Result<Proc, String> {
     let logs = std::env::var_os("SWITCHBOARD_TEST_LOGS").is_some();
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(&args)
@@ -108,8 +120,8 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
     };
     let head = tokio::time::timeout(START_LIMIT, read_stdout(stdout, listening, logs))
         .await
-        .unwrap_or_else(|_| panic!("switchboard {args:?} did not listen within {START_LIMIT:?}"))
-        .unwrap_or_else(|_| panic!("switchboard {args:?} exited before listening"));
+        .map_err(|_| format!("did not listen within {START_LIMIT:?}"))?
+        .map_err(|_| format!("exited before listening: {}", proc.logs()))?;
     let url_after = |prefix: &str| {
         let scheme = prefix
             .rsplit(' ')
@@ -120,15 +132,16 @@ async fn start(args: Vec<String>, env: &[(&str, &str)], listening: &'static str)
             .find_map(|l| l.strip_prefix(prefix))
             .map(|addr| format!("{scheme}://{addr}"))
     };
-    proc.url = url_after(listening).expect("the listening line");
+    proc.url = url_after(listening).ok_or("no listening line")?;
     proc.port = proc
         .url
         .rsplit(':')
         .next()
+        .and_then(|p| p.split('-').next())
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {}", proc.url));
+        .ok_or_else(|| format!("no port in {}", proc.url))?;
     proc.metrics_url = url_after(METRICS_LISTENING).or_else(|| url_after(SIM_HTTP_LISTENING));
-    proc
+    Ok(proc)
 }
 
 /// Reads a child's stdout on a thread: the lines up to and including the one starting with
@@ -222,6 +235,31 @@ pub async fn sim(extra: &[&str]) -> Proc {
     let p = start(args, &[], SIM_LISTENING).await;
     wait_ok(&format!("{}/health", p.url)).await;
     p
+}
+
+/// `count` simulated workers in one process (`sim --ports FIRST-LAST`) and their URLs, all
+/// healthy. The range is picked free a moment before (the only way to name one); a range
+/// taken in between is tried again elsewhere.
+pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
+    for _ in 0..10 {
+        let first = free_port();
+        let Some(last) = first.checked_add(count - 1) else {
+            continue;
+        };
+        let mut args: Vec<String> = vec!["sim".into(), "--ports".into(), format!("{first}-{last}")];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let Ok(p) = try_start(args, &[], SIM_FLEET_LISTENING).await else {
+            continue;
+        };
+        let urls: Vec<String> = (first..=last)
+            .map(|port| format!("http://127.0.0.1:{port}"))
+            .collect();
+        for url in &urls {
+            wait_ok(&format!("{url}/health")).await;
+        }
+        return (p, urls);
+    }
+    panic!("no free range of {count} ports for a sim fleet");
 }
 
 /// A simulated SGLang worker in `--grpc-mode` with extra flags: `url` is its `grpc://` address
