@@ -15,7 +15,7 @@ FIRST_PORT=${FIRST_PORT:-20000}
 GW_PORT=${GW_PORT:-19999}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(1 1000 4000)
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)" # a socket per worker on each side
 TICKS=$(getconf CLK_TCK)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }

@@ -6,37 +6,53 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use crate::error::GatewayError;
-use crate::workers::{RegistryError, Worker, WorkerId};
+use crate::workers::load_report::LoadSources;
+use crate::workers::{EngineLoad, RegistryError, Worker, WorkerId};
 
-fn describe(w: &Worker) -> serde_json::Value {
-    json!({
-        "id": w.id.0,
-        "url": w.url(),
-        "healthy": w.is_healthy(),
-        "available": w.is_available(),
-        "breaker": w.breaker.state().name(),
-        "excluded_because": w.excluded_because(),
-        "in_flight": w.in_flight(),
-        "pending_prefill_tokens": w.pending_prefill(),
-        "engine_load": w.engine_load(),
-        "engine_load_sources": w.load_sources(),
-    })
+/// One worker as `GET /workers` shows it: typed, so a list of thousands is written straight
+/// out rather than built as JSON values first.
+#[derive(Serialize)]
+struct WorkerView<'a> {
+    id: u32,
+    url: &'a str,
+    healthy: bool,
+    available: bool,
+    breaker: &'static str,
+    excluded_because: Option<&'static str>,
+    in_flight: usize,
+    pending_prefill_tokens: u64,
+    engine_load: EngineLoad,
+    engine_load_sources: LoadSources,
+}
+
+fn describe(w: &Worker) -> WorkerView<'_> {
+    WorkerView {
+        id: w.id.0,
+        url: w.url(),
+        healthy: w.is_healthy(),
+        available: w.is_available(),
+        breaker: w.breaker.state().name(),
+        excluded_because: w.excluded_because(),
+        in_flight: w.in_flight(),
+        pending_prefill_tokens: w.pending_prefill(),
+        engine_load: w.engine_load(),
+        engine_load_sources: w.load_sources(),
+    }
+}
+
+#[derive(Serialize)]
+struct WorkerList<'a> {
+    workers: Vec<WorkerView<'a>>,
 }
 
 pub async fn list(State(app): State<Arc<AppState>>) -> Response {
-    let workers: Vec<_> = app
-        .router
-        .registry()
-        .snapshot()
-        .iter()
-        .map(|w| describe(w))
-        .collect();
-    axum::Json(json!({ "workers": workers })).into_response()
+    let snapshot = app.router.registry().snapshot();
+    let workers = snapshot.iter().map(|w| describe(w)).collect();
+    axum::Json(WorkerList { workers }).into_response()
 }
 
 #[derive(Deserialize)]
