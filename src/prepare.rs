@@ -20,7 +20,7 @@ mod schema;
 mod tools;
 use crate::tool_calls::Reading;
 use chat_like::{chat_like, ChatLike};
-use tools::{front_door_tools, native_tools, Constraint, NativeTools};
+use tools::{front_door_tools, legacy_functions, native_tools, Constraint, NativeTools};
 
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,
@@ -41,6 +41,8 @@ pub struct Prepared {
     /// Output logprobs with this many top tokens each (`None`: not asked for): chat's
     /// `logprobs: true` with `top_logprobs`, completions' `logprobs` count.
     pub logprobs: Option<u32>,
+    /// Completions' `echo`: the prompt's text, written before the answer.
+    pub echo: Option<String>,
 }
 
 const ROLES: &[&str] = &[
@@ -77,7 +79,14 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         "top_logprobs",
         req.logit_bias.as_ref(),
     )?;
-    for (i, tool) in req.tools.iter().flatten().enumerate() {
+    let (legacy_tools, legacy_choice) = legacy_functions(
+        req.functions.as_deref(),
+        req.function_call.as_ref(),
+        req.tools.is_some() || req.tool_choice.is_some(),
+    )?;
+    let offered = req.tools.as_deref().or(legacy_tools.as_deref());
+    let choice = req.tool_choice.as_ref().or(legacy_choice.as_ref());
+    for (i, tool) in offered.into_iter().flatten().enumerate() {
         if let Some(params) = &tool.function.parameters {
             schema::check(&Value::Object(params.clone())).map_err(|e| {
                 invalid(
@@ -87,7 +96,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
             })?;
         }
     }
-    let tools = native_tools(req, model.tool_call_parser)?;
+    let tools = native_tools(offered, choice, model.tool_call_parser)?;
     let input = ChatTemplateInput {
         messages: &req.messages,
         // As SGLang: `tool_choice: "none"` leaves the tools out of the prompt.
@@ -167,6 +176,21 @@ pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, Ga
     check_model(model, &req.model)?;
     check_openai_ranges(req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
     let mut forward = completion_needs_worker_route(req);
+    // SGLang's completions route ignores `suffix`: refused rather than dropped.
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(invalid(
+            "suffix",
+            "suffix (insertion) is not supported by this model server",
+        )
+        .into());
+    }
+    if req.echo == Some(true) && req.logprobs.is_some() {
+        return Err(invalid(
+            "echo",
+            "echo with logprobs needs the prompt's logprobs: use /generate with return_logprob and logprob_start_len",
+        )
+        .into());
+    }
     let encode = |t: &str| {
         check_text_fits(model, t.len())?;
         Ok::<_, GatewayError>(model.tokenizer.encode(t, true)?)
@@ -204,9 +228,18 @@ pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, Ga
             req.response_format.as_ref(),
             req.json_schema.as_deref(),
         )?;
+        // As SGLang's `_get_echo_text`: a text prompt as sent, ids decoded without special
+        // tokens.
+        let echo = match (&req.prompt, req.echo) {
+            (_, None | Some(false)) => None,
+            (Prompt::Text(t), _) => Some(t.clone()),
+            (Prompt::Texts(ts), _) => ts.first().cloned(),
+            (_, _) => Some(model.tokenizer.decode(&p.prompt_ids, true)?),
+        };
         Ok(Prepared {
             user: req.user.clone(),
             logprobs: req.logprobs.map(u32::from),
+            echo,
             ..p
         })
     })
@@ -317,6 +350,7 @@ fn finish(
         tool_calls: None,
         user: None,
         logprobs: None,
+        echo: None,
     })
 }
 
@@ -373,8 +407,6 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 /// has a tool-call parser.
 fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
     !req.sampling.wants_single_choice()
-        || req.functions.is_some()
-        || req.function_call.is_some()
         || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
         || req.reasoning_effort.is_some()
         || req.verbosity.is_some()
@@ -389,8 +421,6 @@ fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) 
 fn completion_needs_worker_route(req: &CompletionRequest) -> bool {
     !req.sampling.wants_single_choice()
         || req.best_of.is_some_and(|n| n > 1)
-        || req.echo == Some(true)
-        || req.suffix.as_ref().is_some_and(|s| !s.is_empty())
         || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
         || has_extensions(&req.extensions)
 }

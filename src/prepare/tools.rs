@@ -2,7 +2,11 @@
 //! read for calls, and a forced choice's constraint on the generation, as SGLang's chat route.
 
 use crate::error::GatewayError;
-use crate::protocol::openai::{ChatCompletionRequest, Tool, ToolChoice, ToolChoiceMode};
+#[cfg(test)]
+use crate::protocol::openai::ChatCompletionRequest;
+use crate::protocol::openai::{
+    FunctionCall, FunctionDef, Tool, ToolChoice, ToolChoiceMode, ToolKind,
+};
 use crate::protocol::sampling::invalid;
 use crate::tokenize::python_json_dumps_ascii;
 use crate::tool_calls::{self, Reading};
@@ -38,12 +42,13 @@ pub enum Constraint {
 /// function) needs tools (and the named one among them) and is constrained to a JSON list of
 /// calls (`get_json_schema_constraint`), with or without a parser; `"auto"` with a strict tool
 /// and a parser that supports it gets a `structural_tag`. Calls are read only with a parser.
-pub fn native_tools(
-    req: &ChatCompletionRequest,
+pub fn native_tools<'a>(
+    offered: Option<&'a [Tool]>,
+    choice: Option<&ToolChoice>,
     parser: Option<tool_calls::ParserKind>,
-) -> Result<NativeTools<'_>, GatewayError> {
-    let offered = req.tools.as_deref().unwrap_or_default();
-    let forced = match &req.tool_choice {
+) -> Result<NativeTools<'a>, GatewayError> {
+    let offered = offered.unwrap_or_default();
+    let forced = match choice {
         Some(ToolChoice::Mode(ToolChoiceMode::None)) => return Ok(NativeTools::Hidden),
         None | Some(ToolChoice::Mode(ToolChoiceMode::Auto)) => None,
         Some(ToolChoice::Mode(ToolChoiceMode::Required)) => Some(None),
@@ -90,6 +95,36 @@ pub fn native_tools(
             .and_then(|kind| structural_tag(kind, offered))
             .map(Constraint::StructuralTag),
     })
+}
+
+/// The deprecated `functions` and `function_call` as the `tools` and `tool_choice` they
+/// became (SGLang's route ignores them; OpenAI still honours them): a 400 when sent with
+/// their replacements.
+pub fn legacy_functions(
+    functions: Option<&[FunctionDef]>,
+    function_call: Option<&FunctionCall>,
+    has_tools: bool,
+) -> Result<(Option<Vec<Tool>>, Option<ToolChoice>), GatewayError> {
+    if has_tools && (functions.is_some() || function_call.is_some()) {
+        return Err(invalid(
+            "functions",
+            "functions and function_call are the deprecated forms of tools and tool_choice: send one or the other",
+        )
+        .into());
+    }
+    let tools = functions.map(|fs| {
+        fs.iter()
+            .map(|f| Tool {
+                kind: ToolKind::Function,
+                function: f.clone(),
+            })
+            .collect()
+    });
+    let choice = function_call.map(|c| match c {
+        FunctionCall::Mode(mode) => ToolChoice::Mode(*mode),
+        FunctionCall::Function(name) => ToolChoice::Function(name.clone()),
+    });
+    Ok((tools, choice))
 }
 
 fn names(tools: &[Tool]) -> Vec<String> {
@@ -256,7 +291,7 @@ mod tests {
     /// (rendered tool names, reading kind, constraint kind) or the error's param.
     fn decide(extra: Value, parser: Option<tool_calls::ParserKind>) -> String {
         let req = request(extra);
-        match native_tools(&req, parser) {
+        match native_tools(req.tools.as_deref(), req.tool_choice.as_ref(), parser) {
             Ok(NativeTools::None) => "none".into(),
             Ok(NativeTools::Hidden) => "hidden".into(),
             Ok(NativeTools::Offered {
@@ -323,7 +358,7 @@ mod tests {
         let Ok(NativeTools::Offered {
             constraint: Some(Constraint::JsonSchema(s)),
             ..
-        }) = native_tools(&req, None)
+        }) = native_tools(req.tools.as_deref(), req.tool_choice.as_ref(), None)
         else {
             panic!("a json_schema")
         };
@@ -335,7 +370,11 @@ mod tests {
         let Ok(NativeTools::Offered {
             constraint: Some(Constraint::StructuralTag(s)),
             ..
-        }) = native_tools(&req, Some(tool_calls::ParserKind::Qwen25))
+        }) = native_tools(
+            req.tools.as_deref(),
+            None,
+            Some(tool_calls::ParserKind::Qwen25),
+        )
         else {
             panic!("a structural_tag")
         };

@@ -31,6 +31,8 @@ pub struct Formatter {
     pub include_usage: bool,
     /// The request asked for logprobs (with a top list when `top`).
     logprobs: Option<Logprobs>,
+    /// Completions' `echo`: the prompt's text, written before the first text.
+    echo: RefCell<Option<String>>,
 }
 
 /// Logprobs not yet written: each event takes those of the tokens before it.
@@ -59,6 +61,21 @@ impl Formatter {
             model,
             include_usage,
             logprobs: None,
+            echo: RefCell::new(None),
+        }
+    }
+
+    /// Completions with `echo`: `prompt` goes before the answer's text.
+    pub fn with_echo(self, prompt: Option<String>) -> Formatter {
+        *self.echo.borrow_mut() = prompt;
+        self
+    }
+
+    /// `text`, after the echoed prompt if that is still to be written.
+    fn echoed<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        match self.echo.take() {
+            Some(prompt) => std::borrow::Cow::Owned(prompt + text),
+            None => std::borrow::Cow::Borrowed(text),
         }
     }
 
@@ -161,9 +178,10 @@ impl Formatter {
                 None,
             ),
             Kind::Completion => {
+                let text = self.echoed(text);
                 let choices = [TextChoice {
                     index: 0,
-                    text,
+                    text: &text,
                     logprobs: self.take_logprobs(),
                     finish_reason: finish,
                 }];
@@ -309,7 +327,7 @@ impl Formatter {
                 model: &self.model,
                 choices: [TextChoice {
                     index: 0,
-                    text,
+                    text: &self.echoed(text),
                     logprobs: self.take_logprobs(),
                     finish_reason: Some(finish),
                 }],

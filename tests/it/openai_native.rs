@@ -237,3 +237,52 @@ async fn logprobs_stay_whole_across_a_migration() {
     let metrics = support::metrics_text(&gw.url).await;
     assert!(support::metric_sum(&metrics, "switchboard_migrations_total") >= 1.0);
 }
+
+#[tokio::test]
+async fn echo_legacy_functions_and_refusals_on_the_native_path() {
+    let sim = support::sim(&["--zero-latency"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let url = format!("{}/v1/completions", gw.url);
+    // `echo`: the prompt's text before the answer (ids decoded), whole and streamed.
+    let tok = switchboard::bundled::tokenizer().expect("tokenizer");
+    let ids = tok.encode("Once upon", false).expect("encode");
+    for prompt in [json!("Once upon"), json!(ids)] {
+        let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 3, "echo": true});
+        let (status, rid, v) = post(url.clone(), &body).await;
+        assert_eq!(status, 200, "{v}");
+        sent(&sim, &rid).await;
+        let text = v["choices"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("Once upon") && text.len() > 9, "{v}");
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let (_, evs) = events(url.clone(), &streamed).await;
+        let first = evs[0]["choices"][0]["text"].as_str().unwrap();
+        assert!(first.starts_with("Once upon"), "{evs:?}");
+    }
+    // `suffix` (SGLang ignores it) and `echo` with logprobs (SGLang warns it cannot): refused.
+    for (extra, param) in [
+        (json!({"suffix": "end"}), "suffix"),
+        (json!({"echo": true, "logprobs": 1}), "echo"),
+    ] {
+        let mut body = json!({"model": MODEL, "prompt": "hi", "max_tokens": 3});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (status, _, v) = post(url.clone(), &body).await;
+        assert_eq!(
+            (status, v["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{v}"
+        );
+    }
+    // The deprecated `functions` / `function_call`: a named call, constrained as `tools` are.
+    let body = chat(
+        json!({"functions": [{"name": "get_weather", "parameters": {"type": "object"}}],
+                           "function_call": {"name": "get_weather"}}),
+    );
+    let (status, rid, v) = post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(status, 200, "{v}");
+    let schema = sent(&sim, &rid).await["sampling_params"]["json_schema"].clone();
+    let schema: Value = serde_json::from_str(schema.as_str().expect("a json_schema")).unwrap();
+    assert_eq!(schema["maxItems"], 1, "{schema}");
+}

@@ -118,7 +118,8 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         return passthrough::forward(&app.relay, forward).await;
     }
     let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name), p.include_usage)
-        .with_logprobs(p.logprobs);
+        .with_logprobs(p.logprobs)
+        .with_echo(p.echo.clone());
     let native = Native {
         headers: req.headers,
         id: req.id,
