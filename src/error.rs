@@ -43,9 +43,9 @@ pub enum GatewayError {
     Route(#[from] RouteError),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
-    /// A request only a worker's own HTTP route can serve (forwarded as it is: see `prepare`),
-    /// and no HTTP worker to send it to: `grpc://` workers have no such route.
-    #[error("this request needs a worker's own {route} route (the gateway forwards it as it is), and every worker is a gRPC worker, which has none: add an http:// worker, or leave out what makes the gateway forward it (logprobs, n > 1, tool choices it does not parse, a batch, …)")]
+    /// A request only an HTTP worker can serve (one forwarded to its own route as it is, see
+    /// `prepare`; logprobs, which gRPC workers are not asked for yet), and no HTTP worker.
+    #[error("this request needs an HTTP worker ({route}), and every worker is a gRPC worker: add an http:// worker, or leave out what needs one (logprobs, n > 1, a batch, …)")]
     NeedsHttpWorker { route: &'static str },
     #[error("Incorrect API key provided")]
     Unauthorized,

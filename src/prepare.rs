@@ -11,15 +11,16 @@ use crate::protocol::openai::{
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
-use crate::tokenize::ChatTemplateInput;
+use crate::tokenize::{python_json_dumps_ascii, ChatTemplateInput};
 
 mod chat_like;
 pub mod messages;
 pub mod responses;
+mod schema;
 mod tools;
 use crate::tool_calls::Reading;
 use chat_like::{chat_like, ChatLike};
-use tools::{front_door_tools, native_tools, NativeTools};
+use tools::{front_door_tools, legacy_functions, native_tools, Constraint, NativeTools};
 
 pub struct Prepared {
     pub prompt_ids: Vec<u32>,
@@ -37,6 +38,11 @@ pub struct Prepared {
     pub tool_calls: Option<Reading>,
     /// The OpenAI `user` field (a session key for session-affine routing).
     pub user: Option<String>,
+    /// Output logprobs with this many top tokens each (`None`: not asked for): chat's
+    /// `logprobs: true` with `top_logprobs`, completions' `logprobs` count.
+    pub logprobs: Option<u32>,
+    /// Completions' `echo`: the prompt's text, written before the answer.
+    pub echo: Option<String>,
 }
 
 const ROLES: &[&str] = &[
@@ -73,13 +79,30 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         "top_logprobs",
         req.logit_bias.as_ref(),
     )?;
-    let tools = native_tools(req, model.tool_call_parser);
+    let (legacy_tools, legacy_choice) = legacy_functions(
+        req.functions.as_deref(),
+        req.function_call.as_ref(),
+        req.tools.is_some() || req.tool_choice.is_some(),
+    )?;
+    let offered = req.tools.as_deref().or(legacy_tools.as_deref());
+    let choice = req.tool_choice.as_ref().or(legacy_choice.as_ref());
+    for (i, tool) in offered.into_iter().flatten().enumerate() {
+        if let Some(params) = &tool.function.parameters {
+            schema::check(&Value::Object(params.clone())).map_err(|e| {
+                invalid(
+                    "tools",
+                    format!("Tool {i} function has invalid 'parameters' schema: {e}"),
+                )
+            })?;
+        }
+    }
+    let tools = native_tools(offered, choice, model.tool_call_parser)?;
     let input = ChatTemplateInput {
         messages: &req.messages,
         // As SGLang: `tool_choice: "none"` leaves the tools out of the prompt.
         tools: match &tools {
-            NativeTools::Read(_) => req.tools.as_deref(),
-            NativeTools::None | NativeTools::Forward | NativeTools::Hidden => None,
+            NativeTools::Offered { rendered, .. } => Some(rendered),
+            NativeTools::None | NativeTools::Hidden => None,
         },
         add_generation_prompt: true,
         extra: req.chat_template_kwargs.as_ref(),
@@ -91,7 +114,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some(), &tools);
+    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some());
     // SGLang's default is to separate the reasoning whenever the server has a parser.
     let reasoning = model
         .reasoning_parser
@@ -107,21 +130,67 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         req.stream_options.is_some_and(|o| o.include_usage),
         forward,
     )
-    .map(|p| Prepared {
-        user: req.user.clone(),
-        reasoning,
-        tool_calls: match tools {
-            NativeTools::Read(reading) => Some(reading),
-            _ => None,
-        },
-        ..p
+    .and_then(|mut p| {
+        structured_output(&mut p.params, req.response_format.as_ref(), None)?;
+        let (reading, constraint) = match tools {
+            NativeTools::Offered {
+                reading,
+                constraint,
+                ..
+            } => {
+                // SGLang keeps special tokens in the text a tool-call parser reads.
+                p.params.skip_special_tokens = Some(false);
+                (reading, constraint)
+            }
+            NativeTools::None | NativeTools::Hidden => (None, None),
+        };
+        constrain(&mut p.params, constraint);
+        Ok(Prepared {
+            user: req.user.clone(),
+            reasoning,
+            tool_calls: reading,
+            // As SGLang: `top_logprobs` counts only with `logprobs: true`.
+            logprobs: (req.logprobs == Some(true))
+                .then(|| u32::from(req.top_logprobs.unwrap_or(0))),
+            ..p
+        })
     })
+}
+
+/// A tool choice's constraint, unless the request already constrains the output (SGLang then
+/// keeps the request's and drops the tools', with a warning).
+fn constrain(params: &mut SamplingParams, constraint: Option<Constraint>) {
+    let constrained = params.json_schema.is_some()
+        || params.regex.is_some()
+        || params.ebnf.is_some()
+        || params.structural_tag.is_some();
+    match constraint {
+        _ if constrained => {}
+        None => {}
+        Some(Constraint::JsonSchema(s)) => params.json_schema = Some(s),
+        Some(Constraint::StructuralTag(s)) => params.structural_tag = Some(s),
+    }
 }
 
 pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
     check_model(model, &req.model)?;
     check_openai_ranges(req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
     let mut forward = completion_needs_worker_route(req);
+    // SGLang's completions route ignores `suffix`: refused rather than dropped.
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(invalid(
+            "suffix",
+            "suffix (insertion) is not supported by this model server",
+        )
+        .into());
+    }
+    if req.echo == Some(true) && req.logprobs.is_some() {
+        return Err(invalid(
+            "echo",
+            "echo with logprobs needs the prompt's logprobs: use /generate with return_logprob and logprob_start_len",
+        )
+        .into());
+    }
     let encode = |t: &str| {
         check_text_fits(model, t.len())?;
         Ok::<_, GatewayError>(model.tokenizer.encode(t, true)?)
@@ -153,10 +222,83 @@ pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, Ga
         req.stream_options.is_some_and(|o| o.include_usage),
         forward,
     )
-    .map(|p| Prepared {
-        user: req.user.clone(),
-        ..p
+    .and_then(|mut p| {
+        structured_output(
+            &mut p.params,
+            req.response_format.as_ref(),
+            req.json_schema.as_deref(),
+        )?;
+        // As SGLang's `_get_echo_text`: a text prompt as sent, ids decoded without special
+        // tokens.
+        let echo = match (&req.prompt, req.echo) {
+            (_, None | Some(false)) => None,
+            (Prompt::Text(t), _) => Some(t.clone()),
+            (Prompt::Texts(ts), _) => ts.first().cloned(),
+            (_, _) => Some(model.tokenizer.decode(&p.prompt_ids, true)?),
+        };
+        Ok(Prepared {
+            user: req.user.clone(),
+            logprobs: req.logprobs.map(u32::from),
+            echo,
+            ..p
+        })
     })
+}
+
+/// `response_format` (and completions' `json_schema` text) as SGLang's `to_sampling_params`
+/// maps it, the schema checked here; then SGLang's rule that one output constraint at most is
+/// set (`regex`, `ebnf` and `json_schema` came from the request's own fields).
+fn structured_output(
+    params: &mut SamplingParams,
+    format: Option<&ResponseFormat>,
+    schema_text: Option<&str>,
+) -> Result<(), GatewayError> {
+    if let Some(text) = schema_text {
+        let schema: Value = serde_json::from_str(text)
+            .map_err(|e| invalid("json_schema", format!("json_schema is not JSON: {e}")))?;
+        schema::check(&schema).map_err(|e| invalid("json_schema", e))?;
+        params.json_schema = Some(text.to_owned());
+    }
+    match format {
+        None | Some(ResponseFormat::Text) => {}
+        Some(ResponseFormat::JsonObject) => {
+            params.json_schema = Some(r#"{"type": "object"}"#.into())
+        }
+        Some(ResponseFormat::JsonSchema { json_schema }) => {
+            let Some(schema) = &json_schema.schema else {
+                return Err(invalid(
+                    "response_format",
+                    "schema_ is required for json_schema response format request.",
+                )
+                .into());
+            };
+            let schema = Value::Object(schema.clone());
+            schema::check(&schema).map_err(|e| {
+                invalid(
+                    "response_format",
+                    format!("response_format.json_schema.schema: {e}"),
+                )
+            })?;
+            params.json_schema = Some(python_json_dumps_ascii(&schema));
+        }
+    }
+    let set = [
+        ("regex", params.regex.is_some()),
+        ("ebnf", params.ebnf.is_some()),
+        ("json_schema", params.json_schema.is_some()),
+    ];
+    if set.iter().filter(|(_, on)| *on).count() > 1 {
+        let param = if format.is_some_and(|f| !matches!(f, ResponseFormat::Text)) {
+            "response_format"
+        } else {
+            set.iter()
+                .rev()
+                .find(|(_, on)| *on)
+                .map_or("regex", |(p, _)| p)
+        };
+        return Err(invalid(param, "Only one of regex, json_schema, or ebnf can be set.").into());
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -207,6 +349,8 @@ fn finish(
         reasoning: None,
         tool_calls: None,
         user: None,
+        logprobs: None,
+        echo: None,
     })
 }
 
@@ -261,21 +405,8 @@ fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
 /// the client asked for is silently dropped. `separate_reasoning` is done here when the gateway
 /// has a reasoning parser, and `tools` (with `tool_choice` absent, `"auto"` or `"none"`) when it
 /// has a tool-call parser.
-fn chat_needs_worker_route(
-    req: &ChatCompletionRequest,
-    reasoning_parser: bool,
-    tools: &NativeTools,
-) -> bool {
+fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
     !req.sampling.wants_single_choice()
-        || matches!(tools, NativeTools::Forward)
-        || req.functions.is_some()
-        || req.function_call.is_some()
-        || req
-            .response_format
-            .as_ref()
-            .is_some_and(|f| !matches!(f, ResponseFormat::Text))
-        || req.logprobs == Some(true)
-        || req.top_logprobs.is_some_and(|n| n > 0)
         || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
         || req.reasoning_effort.is_some()
         || req.verbosity.is_some()
@@ -290,9 +421,6 @@ fn chat_needs_worker_route(
 fn completion_needs_worker_route(req: &CompletionRequest) -> bool {
     !req.sampling.wants_single_choice()
         || req.best_of.is_some_and(|n| n > 1)
-        || req.echo == Some(true)
-        || req.suffix.as_ref().is_some_and(|s| !s.is_empty())
-        || req.logprobs.is_some()
         || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
         || has_extensions(&req.extensions)
 }

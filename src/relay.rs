@@ -4,7 +4,8 @@
 //!
 //! Inside, bottom to top: `reliability` (settings, deadlines, backoff) → `exchange` (a request's
 //! resources and its ending) → `retry` (pick → try → classify → back off → next worker) →
-//! `generation` (token ids over `/generate` or gRPC `Generate`, with migration) and
+//! `generation` (token ids over `/generate` or gRPC `Generate`, each leg opened by `leg`, with
+//! migration) and
 //! `passthrough` (bodies forwarded as they are, `observe` reading their token counts) →
 //! `grammar` (one API's events and objects: `format` for OpenAI chat and completions,
 //! `messages` for Anthropic, `responses` for OpenAI Responses) → `stream`, `collect`, `native`
@@ -16,6 +17,7 @@ pub mod exchange;
 pub mod format;
 pub mod generation;
 pub mod grammar;
+mod leg;
 pub mod messages;
 pub mod native;
 mod observe;

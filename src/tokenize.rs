@@ -16,7 +16,7 @@ mod tests;
 mod text_bound;
 
 pub use chat_input::ChatTemplateInput;
-pub use chat_template::{python_json_dumps, ContentFormat};
+pub use chat_template::{python_json_dumps, python_json_dumps_ascii, ContentFormat};
 pub use detokenize::{DecodeDelta, IncrementalDecoder};
 pub use error::TokenizeError;
 

@@ -2,6 +2,7 @@
 //! a wrong type is a 400 here whether or not the gateway implements the field), responses and
 //! stream chunks as we emit them.
 
+pub mod logprobs;
 mod prompt;
 mod request;
 mod response;

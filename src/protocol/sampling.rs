@@ -82,6 +82,8 @@ impl Sampling {
             skip_special_tokens: self.skip_special_tokens,
             no_stop_trim: self.no_stop_trim,
             sampling_seed: self.seed,
+            regex: self.regex.clone(),
+            ebnf: self.ebnf.clone(),
             ..SamplingParams::default()
         })
     }

@@ -64,6 +64,8 @@ pub struct SamplingParams {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ebnf: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub structural_tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logit_bias: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub custom_params: Option<Value>,
@@ -90,9 +92,19 @@ pub struct GenerateRequest<'a> {
     pub sampling_params: &'a SamplingParams,
     pub stream: bool,
     pub rid: &'a str,
+    /// Log probabilities of the output tokens (`meta_info.output_token_logprobs`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub return_logprob: bool,
+    /// With each, the most likely tokens at its place (`meta_info.output_top_logprobs`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub top_logprobs_num: u32,
     /// Prefill/decode disaggregation: where the decode worker finds the prompt's KV.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<&'a Bootstrap>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One `/generate` response object (a whole answer, or one SSE chunk). `text` and `output_ids`
@@ -116,7 +128,23 @@ pub struct MetaInfo {
     pub completion_tokens: u32,
     #[serde(default)]
     pub cached_tokens: u32,
+    /// `[logprob, id, text]` per output token: cumulative in SGLang's cumulative modes, new
+    /// tokens only with incremental output.
+    #[serde(default)]
+    pub output_token_logprobs: Option<Vec<LogprobEntry>>,
+    /// A list of such entries per output token (null where the engine had none).
+    #[serde(default)]
+    pub output_top_logprobs: Option<Vec<Option<Vec<LogprobEntry>>>>,
 }
+
+/// `[logprob, id, text]`: the text is not requested (the gateway decodes the id itself, the
+/// same for every worker and every leg of a migrated stream).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogprobEntry(
+    pub Option<f64>,
+    pub u32,
+    #[serde(default)] pub serde::de::IgnoredAny,
+);
 
 /// SGLang's finish reason: always an object, `null` while running.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

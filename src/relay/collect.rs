@@ -14,7 +14,7 @@ use crate::tool_calls::{self, Reading};
 /// a tool-call `Reading`, that content is read for calls.
 pub async fn respond<G: Grammar>(
     mut generation: Generation,
-    grammar: G,
+    mut grammar: G,
     reasoning: Option<Format>,
     tools: Option<Reading>,
 ) -> Response {
@@ -23,6 +23,7 @@ pub async fn respond<G: Grammar>(
     loop {
         match generation.next().await {
             Ok(Some(delta)) => {
+                grammar.logprobs(delta.logprobs);
                 text.push_str(&delta.text);
                 if delta.finish.is_some() {
                     finish = delta.finish;

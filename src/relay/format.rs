@@ -1,9 +1,13 @@
 //! OpenAI response objects for one request: chat or text completion, streamed or whole.
 
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+
+use serde_json::Value;
 
 use super::grammar::{Ending, Grammar, Whole};
 use crate::error::GatewayError;
+use crate::protocol::openai::logprobs::{self, TokenLogprob};
 use crate::protocol::openai::{
     AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionDelta,
     FunctionOut, TextChoice, TextChunk, TextCompletion, ToolCallDelta, ToolCallOut, Usage,
@@ -25,6 +29,18 @@ pub struct Formatter {
     pub model: Arc<str>,
     /// A stream ends with a usage chunk (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// The request asked for logprobs (with a top list when `top`).
+    logprobs: Option<Logprobs>,
+    /// Completions' `echo`: the prompt's text, written before the first text.
+    echo: RefCell<Option<String>>,
+}
+
+/// Logprobs not yet written: each event takes those of the tokens before it.
+struct Logprobs {
+    top: bool,
+    pending: RefCell<Vec<TokenLogprob>>,
+    /// Characters of completion text whose tokens' logprobs went out (completions' offsets).
+    offset: Cell<usize>,
 }
 
 impl Formatter {
@@ -44,7 +60,52 @@ impl Formatter {
             created,
             model,
             include_usage,
+            logprobs: None,
+            echo: RefCell::new(None),
         }
+    }
+
+    /// Completions with `echo`: `prompt` goes before the answer's text.
+    pub fn with_echo(self, prompt: Option<String>) -> Formatter {
+        *self.echo.borrow_mut() = prompt;
+        self
+    }
+
+    /// `text`, after the echoed prompt if that is still to be written.
+    fn echoed<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        match self.echo.take() {
+            Some(prompt) => std::borrow::Cow::Owned(prompt + text),
+            None => std::borrow::Cow::Borrowed(text),
+        }
+    }
+
+    /// Answers with logprobs, each token with `top` alternatives (`None`: no logprobs).
+    pub fn with_logprobs(mut self, top: Option<u32>) -> Formatter {
+        self.logprobs = top.map(|top| Logprobs {
+            top: top > 0,
+            pending: RefCell::new(Vec::new()),
+            offset: Cell::new(0),
+        });
+        self
+    }
+
+    /// The `logprobs` of the next choice written: the pending tokens', in this kind's shape.
+    fn take_logprobs(&self) -> Option<Value> {
+        let l = self.logprobs.as_ref()?;
+        let tokens = l.pending.take();
+        Some(match self.kind {
+            Kind::Chat => logprobs::chat(&tokens),
+            Kind::Completion => {
+                let at = l.offset.get();
+                l.offset.set(
+                    at + tokens
+                        .iter()
+                        .map(|t| t.token.chars().count())
+                        .sum::<usize>(),
+                );
+                logprobs::text(&tokens, at, l.top)
+            }
+        })
     }
 
     // The streaming chunks below are written into the caller's buffer: a stream event then
@@ -117,10 +178,11 @@ impl Formatter {
                 None,
             ),
             Kind::Completion => {
+                let text = self.echoed(text);
                 let choices = [TextChoice {
                     index: 0,
-                    text,
-                    logprobs: None,
+                    text: &text,
+                    logprobs: self.take_logprobs(),
                     finish_reason: finish,
                 }];
                 let chunk = TextChunk {
@@ -183,10 +245,17 @@ impl Formatter {
     }
 
     fn chat_chunk(&self, out: &mut Vec<u8>, delta: Delta<'_>, finish: Option<&'static str>) {
+        // A chunk carries the logprobs of the tokens since the last one that did (none for the
+        // role chunk, which comes before any token).
+        let logprobs = self
+            .logprobs
+            .as_ref()
+            .filter(|l| !l.pending.borrow().is_empty())
+            .and_then(|_| self.take_logprobs());
         let choices = [ChatChunkChoice {
             index: 0,
             delta,
-            logprobs: None,
+            logprobs,
             finish_reason: finish,
         }];
         let chunk = ChatChunk {
@@ -246,7 +315,7 @@ impl Formatter {
                         reasoning_content: reasoning.filter(|r| !r.is_empty()),
                         tool_calls: &tool_calls,
                     },
-                    logprobs: None,
+                    logprobs: self.take_logprobs(),
                     finish_reason: finish,
                 }],
                 usage,
@@ -258,8 +327,8 @@ impl Formatter {
                 model: &self.model,
                 choices: [TextChoice {
                     index: 0,
-                    text,
-                    logprobs: None,
+                    text: &self.echoed(text),
+                    logprobs: self.take_logprobs(),
                     finish_reason: Some(finish),
                 }],
                 usage,
@@ -307,6 +376,12 @@ impl Grammar for Formatter {
 
     fn whole(self, a: Whole<'_>) -> Vec<u8> {
         self.complete(a.content, a.reasoning, a.calls, a.ending.reason, a.usage)
+    }
+
+    fn logprobs(&mut self, tokens: Vec<TokenLogprob>) {
+        if let Some(l) = &self.logprobs {
+            l.pending.borrow_mut().extend(tokens);
+        }
     }
 }
 

@@ -3,23 +3,19 @@
 //! still an HTTP error), and continues on another worker when one dies mid-stream
 //! (`--migration-limit`). Its ending goes through the [`Exchange`].
 
-use crate::upstream::abort::Abort;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tracing::Instrument;
-
 use super::exchange::Exchange;
-use super::pd;
-use super::retry::{self, Target};
+use super::leg::{open_leg, Leg};
+use super::retry;
 use super::Relay;
 use crate::error::GatewayError;
-use crate::metrics::{Endpoint, Stage};
-use crate::protocol::sglang::{GenerateRequest, SamplingParams};
-use crate::routing::RouteRequest;
+use crate::metrics::Endpoint;
+use crate::protocol::sglang::SamplingParams;
 use crate::tokenize::IncrementalDecoder;
 use crate::upstream::generate::Delta;
-use crate::upstream::tokens::{self, TokenStream};
+use crate::upstream::tokens::TokenStream;
 use crate::upstream::UpstreamError;
 
 pub struct Spec {
@@ -27,6 +23,8 @@ pub struct Spec {
     pub prompt: Vec<u32>,
     pub params: SamplingParams,
     pub session_key: Option<String>,
+    /// Output logprobs with this many top tokens each (`None`: not asked for).
+    pub logprobs: Option<u32>,
 }
 
 pub struct Generation {
@@ -61,23 +59,30 @@ impl Generation {
     ) -> Result<Generation, GatewayError> {
         let mut exchange = Exchange::new(relay, endpoint, start);
         let mut tried = retry::Tried::default();
+        if spec.logprobs.is_some() {
+            // gRPC workers are not asked for logprobs yet: only the HTTP ones can answer.
+            match super::passthrough::grpc_workers(relay, "logprobs") {
+                Ok(grpc) => tried.workers = grpc,
+                Err(e) => {
+                    exchange.hand_back();
+                    return Err(e);
+                }
+            }
+        }
         let mut migrations = 0;
         // Why the last restart was needed: if no worker is left to restart on, that is the
         // client's error, not "no healthy worker".
         let mut died: Option<UpstreamError> = None;
         let opened = loop {
             let session = spec.session_key.as_deref();
-            match open_leg(
-                &mut exchange,
-                &spec.prompt,
-                &spec.params,
-                session,
-                &spec.rid,
-                None,
-                &mut tried,
-            )
-            .await
-            {
+            let leg = Leg {
+                input_ids: &spec.prompt,
+                params: &spec.params,
+                session_key: session,
+                rid: &spec.rid,
+                logprobs: spec.logprobs,
+            };
+            match open_leg(&mut exchange, leg, None, &mut tried).await {
                 // The worker died before its first token: nothing reached the client, and that
                 // generation is gone with the worker, so start it over elsewhere.
                 Err(GatewayError::Upstream(e))
@@ -238,17 +243,14 @@ impl Generation {
         let rid = format!("{}-m{}", self.spec.rid, self.migrations);
         tracing::warn!(rid = %self.spec.rid, from = %self.exchange.url(), tokens = done_tokens, error = %cause, "worker failed mid-stream; continuing elsewhere");
         let session = self.spec.session_key.as_deref();
-        match open_leg(
-            &mut self.exchange,
-            &input,
-            &params,
-            session,
-            &rid,
-            decoder.as_ref(),
-            &mut self.tried,
-        )
-        .await
-        {
+        let leg = Leg {
+            input_ids: &input,
+            params: &params,
+            session_key: session,
+            rid: &rid,
+            logprobs: self.spec.logprobs,
+        };
+        match open_leg(&mut self.exchange, leg, decoder.as_ref(), &mut self.tried).await {
             Ok((upstream, mut first)) => {
                 first.text.insert_str(0, &catch_up);
                 // The old stream drops here; the old leg went when the new one was set.
@@ -335,78 +337,6 @@ fn cut_overlap(text: &mut String, overlap: &mut String) {
     } else {
         overlap.clear();
     }
-}
-
-/// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
-/// to the first chunk. With a `decoder`, the leg's text is decoded from its ids, continuing
-/// from the decoder's state.
-async fn open_leg(
-    exchange: &mut Exchange,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    session_key: Option<&str>,
-    rid: &str,
-    decoder: Option<&IncrementalDecoder>,
-    tried: &mut retry::Tried,
-) -> Result<(TokenStream, Delta), GatewayError> {
-    let relay = Arc::clone(exchange.relay());
-    let target = Target {
-        route: RouteRequest {
-            prompt_ids: input_ids,
-            session_key,
-        },
-        rid,
-        abort: Abort::Rid,
-    };
-    retry::open(exchange, &target, tried, |dest| {
-        let relay = Arc::clone(&relay);
-        async move {
-            let request = GenerateRequest {
-                input_ids,
-                sampling_params: params,
-                stream: true,
-                rid: &dest.rid,
-                bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
-            };
-            let decode = async {
-                let started = Instant::now();
-                let mut up = tokens::start(
-                    &relay.client,
-                    &dest.worker.origin,
-                    Arc::clone(&relay.tokenizer),
-                    &request,
-                    decoder.cloned(),
-                )
-                .instrument(crate::traces::stage("upstream_connect"))
-                .await?;
-                relay
-                    .metrics
-                    .stage(Stage::UpstreamHeaders, started.elapsed().as_secs_f64());
-                match up.next().await? {
-                    Some(delta) => Ok((up, delta)),
-                    None => Err(UpstreamError::Protocol {
-                        url: dest.worker.url().to_owned(),
-                        reason: "stream ended before any output".into(),
-                    }),
-                }
-            };
-            let Some(prefill) = &dest.prefill else {
-                return decode.await;
-            };
-            let origin = &prefill.worker.origin;
-            let body = crate::upstream::generate::request_body(origin, &request)?;
-            let ((mut up, mut first), prefilled) =
-                pd::paired(&relay, prefill, "/generate", body, decode).await?;
-            // The prompt was cached (or not) on the prefill worker: that count is the usage's.
-            if let Some(p) = prefilled {
-                let cached = u32::try_from(p.cached_tokens).unwrap_or(u32::MAX);
-                up.set_cached_tokens(cached);
-                first.cached_tokens = cached;
-            }
-            Ok((up, first))
-        }
-    })
-    .await
 }
 
 impl Drop for Generation {

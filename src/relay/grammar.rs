@@ -5,6 +5,7 @@
 //! implementation, so every route shares one relay loop.
 
 use crate::error::GatewayError;
+use crate::protocol::openai::logprobs::TokenLogprob;
 use crate::protocol::openai::Usage;
 use crate::protocol::sglang::FinishReason;
 use crate::tool_calls::ToolCall;
@@ -74,6 +75,9 @@ pub trait Grammar: Send + 'static {
     fn cut(&mut self, out: &mut Vec<u8>, usage: &Usage);
     /// The whole answer as one JSON object.
     fn whole(self, answer: Whole<'_>) -> Vec<u8>;
+    /// The logprobs of tokens whose text came or comes next (a stream: before each step's
+    /// events; a whole answer: all of them before `whole`), when the request asked for them.
+    fn logprobs(&mut self, _tokens: Vec<TokenLogprob>) {}
 }
 
 /// A grammar's SSE output read back as (event name, JSON data) pairs, for its tests.

@@ -52,7 +52,8 @@ pub fn respond<G: Grammar>(
                 st.grammar.start(&mut out, &usage);
             }
             match next {
-                Ok(Some(delta)) => {
+                Ok(Some(mut delta)) => {
+                    st.grammar.logprobs(std::mem::take(&mut delta.logprobs));
                     let finish = delta.finish.as_ref().map(|f| f.openai());
                     let mut called = false;
                     if st.reasoning.is_some() || st.tools.is_some() {

@@ -121,7 +121,14 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         params.stop.clear();
     }
     let bootstrap = super::pd::Bootstrap::of(&body);
-    let run = match Run::start_pd(&state, rid.clone(), prompt, &params, &bootstrap) {
+    let run = match Run::start_pd(
+        &state,
+        "/generate",
+        rid.clone(),
+        prompt,
+        &params,
+        &bootstrap,
+    ) {
         Ok(run) => run,
         // A duplicate rid is the front end's `ValueError`, like the checks above.
         Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),

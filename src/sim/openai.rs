@@ -71,6 +71,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         Err(e) => return oai_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let ask = Ask {
+        path: "/v1/chat/completions",
         prompt,
         sampling: &req.sampling,
         max_tokens: req.max_completion_tokens.or(req.sampling.max_tokens),
@@ -100,6 +101,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         _ => return oai_error(StatusCode::BAD_REQUEST, "batched prompts are not simulated"),
     };
     let ask = Ask {
+        path: "/v1/completions",
         prompt,
         sampling: &req.sampling,
         // OpenAI's completions default.
@@ -114,6 +116,8 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
 
 /// What both routes pass on once the body is parsed and the prompt encoded.
 struct Ask<'a> {
+    /// The route, for the request log.
+    path: &'static str,
     prompt: Vec<u32>,
     sampling: &'a Sampling,
     max_tokens: Option<i64>,
@@ -154,7 +158,7 @@ async fn respond<F: Format>(
     };
     let n = ask.sampling.n.unwrap_or(1);
     if n > 1 {
-        let started = parallel::start(state, &ask.prompt, &params, n);
+        let started = parallel::start(state, &ask.prompt, &params, n, ask.path);
         return match started {
             Ok(runs) => parallel::answer(runs, ask.stream, common, route).await,
             Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
@@ -167,7 +171,7 @@ async fn respond<F: Format>(
     let rid = ask
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    match Run::start_pd(state, rid, ask.prompt, &params, &ask.bootstrap) {
+    match Run::start_pd(state, ask.path, rid, ask.prompt, &params, &ask.bootstrap) {
         Ok(run) => reply::answer(run, ask.stream, route(common)).await,
         Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),

@@ -35,6 +35,7 @@ pub fn start(
     prompt: &[u32],
     params: &SamplingParams,
     n: i64,
+    route: &'static str,
 ) -> Result<Vec<Run>, RunError> {
     let base = params
         .sampling_seed
@@ -44,7 +45,7 @@ pub fn start(
             let mut params = params.clone();
             params.sampling_seed = Some(base.wrapping_add(i));
             let rid = uuid::Uuid::new_v4().simple().to_string();
-            Run::start(state, rid, prompt.to_vec(), &params)
+            Run::start(state, route, rid, prompt.to_vec(), &params)
         })
         .collect()
 }

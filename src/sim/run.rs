@@ -86,17 +86,19 @@ pub struct Update {
 impl Run {
     pub fn start(
         state: &Arc<SimState>,
+        route: &'static str,
         rid: String,
         prompt: Vec<u32>,
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
-        Run::start_pd(state, rid, prompt, params, &Bootstrap::default())
+        Run::start_pd(state, route, rid, prompt, params, &Bootstrap::default())
     }
 
     /// [`Run::start`] for a request with its bootstrap fields, which a worker in a
     /// disaggregated role needs.
     pub fn start_pd(
         state: &Arc<SimState>,
+        route: &'static str,
         rid: String,
         prompt: Vec<u32>,
         params: &SamplingParams,
@@ -104,9 +106,11 @@ impl Run {
     ) -> Result<Run, RunError> {
         state.metrics.requests.inc();
         state.record(ReceivedRequest {
+            route,
             rid: rid.clone(),
             input_ids: prompt.clone(),
             max_new_tokens: params.max_new_tokens,
+            sampling_params: params.clone(),
         });
         if state.faults.should_fail() {
             return Err(RunError::Injected);

@@ -12,6 +12,7 @@ use super::faults::Faults;
 use super::metrics::SimMetrics;
 use super::version::SglangVersion;
 use super::vocab::OutputVocab;
+use crate::protocol::sglang::SamplingParams;
 use crate::tokenize::Tokenizer;
 
 pub struct SimState {
@@ -30,7 +31,7 @@ pub struct SimState {
     pub eos_probability: f64,
     pub server_args: serde_json::Value,
     pub started_unix: u64,
-    /// The last requests' rids and prompt ids, for `GET /sim/requests` (tests check what a
+    /// The last requests' routes, rids, prompt ids and sampling parameters, for `GET /sim/requests` (tests check what a
     /// gateway really sent).
     pub recent: Mutex<VecDeque<ReceivedRequest>>,
     /// `POST /sim/script` rules: prompts that make the model say a given text.
@@ -41,9 +42,13 @@ pub struct SimState {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReceivedRequest {
+    /// The route (or gRPC method) it came by: `/generate`, `/v1/chat/completions`, …
+    pub route: &'static str,
     pub rid: String,
     pub input_ids: Vec<u32>,
     pub max_new_tokens: Option<u32>,
+    /// All of its sampling parameters (constraints such as `json_schema` included).
+    pub sampling_params: SamplingParams,
 }
 
 /// How many received requests `/sim/requests` remembers.

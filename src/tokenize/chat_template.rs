@@ -4,6 +4,7 @@
 mod pyjson;
 
 pub use pyjson::dumps as python_json_dumps;
+pub use pyjson::dumps_ascii as python_json_dumps_ascii;
 mod strftime;
 
 use crate::tokenize::TokenizeError;

@@ -11,7 +11,10 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::{Client, Origin, UpstreamError};
-use crate::protocol::sglang::{FinishReason, GenerateChunk, GenerateRequest};
+use crate::protocol::openai::logprobs::TokenLogprob;
+use crate::protocol::sglang::{
+    FinishReason, GenerateChunk, GenerateRequest, LogprobEntry, MetaInfo,
+};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use received::Received;
@@ -31,6 +34,8 @@ pub struct Delta {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub cached_tokens: u32,
+    /// The new tokens' logprobs, when the request asked for them.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 pub struct GenerateStream {
@@ -53,6 +58,8 @@ pub struct GenerateStream {
     /// The prompt's cached count from elsewhere (a PD pair's prefill worker), reported instead
     /// of this worker's.
     cached_tokens: Option<u32>,
+    /// Logprob entries taken so far (SGLang's cumulative modes repeat them in every chunk).
+    logprobs_taken: usize,
 }
 
 pub async fn start(
@@ -78,6 +85,7 @@ pub async fn start(
         stopped_here: false,
         finished: false,
         cached_tokens: None,
+        logprobs_taken: 0,
     })
 }
 
@@ -164,11 +172,12 @@ impl GenerateStream {
             Ok(c) => c,
             Err(_) => return Err(super::first_event::refusal(data)),
         };
-        let meta = chunk.meta_info;
+        let mut meta = chunk.meta_info;
         let ids = chunk.output_ids.unwrap_or_default();
         let (text, added) = self
             .received
             .take(chunk.text.as_deref(), ids, meta.completion_tokens);
+        let logprobs = self.new_logprobs(&mut meta);
         let text = match text {
             Some(t) if !self.own_text => t,
             _ => {
@@ -223,7 +232,45 @@ impl GenerateStream {
             prompt_tokens: meta.prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.cached_tokens.unwrap_or(meta.cached_tokens),
+            logprobs,
         }))
+    }
+
+    /// The chunk's logprob entries not taken before: a list as long as every output id so far
+    /// is cumulative (the first list is both), anything else holds only new tokens.
+    fn new_logprobs(&mut self, meta: &mut MetaInfo) -> Vec<TokenLogprob> {
+        let Some(entries) = meta.output_token_logprobs.take() else {
+            return Vec::new();
+        };
+        let tops = meta.output_top_logprobs.take().unwrap_or_default();
+        let skip = if entries.len() == self.received.ids().len() {
+            self.logprobs_taken.min(entries.len())
+        } else {
+            0
+        };
+        let text = |id: u32| self.tokenizer.decode(&[id], false).unwrap_or_default();
+        let new: Vec<TokenLogprob> = entries
+            .iter()
+            .enumerate()
+            .skip(skip)
+            .map(|(i, LogprobEntry(logprob, id, _))| TokenLogprob {
+                token: text(*id),
+                logprob: logprob.unwrap_or(f64::NEG_INFINITY),
+                top: tops
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .map(|top| {
+                        top.iter()
+                            .map(|LogprobEntry(l, id, _)| {
+                                (text(*id), l.unwrap_or(f64::NEG_INFINITY))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        self.logprobs_taken = skip + new.len();
+        new
     }
 
     /// Workers started with `--skip-tokenizer-init` send ids only; stop strings are then ours to apply.

@@ -246,11 +246,10 @@ async fn metrics_match_the_requests_made() {
 
 /// Features the gateway does not implement itself reach the worker's own OpenAI route.
 #[tokio::test]
-async fn tools_requests_go_to_the_workers_openai_route() {
+async fn n_choices_go_to_the_workers_openai_route() {
     let sim = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"weather?"}], "max_tokens": 3,
-        "tools": [{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{}}}}]});
+    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"weather?"}], "max_tokens": 3, "n": 2});
     let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(r.status().as_u16(), 200);
     let v: Value = r.json().await.expect("json");

@@ -24,6 +24,7 @@ mod hub_tokenizers;
 mod kv_events;
 mod layering;
 mod migration;
+mod openai_native;
 mod pd;
 mod python_clients;
 mod real_engine;

@@ -3,7 +3,8 @@
 //! JSON many). A chat request with `tools` is served on the token-id path — the sim's log shows
 //! our rid and the ids of the template rendered with the tools — and its answer carries OpenAI
 //! `tool_calls` and `finish_reason: "tool_calls"`, whole and streamed, read by the official
-//! OpenAI SDK too. `tool_choice: "none"` is all content; `"required"` is still forwarded.
+//! OpenAI SDK too. `tool_choice: "none"` is all content; `"required"` and a named function are
+//! constrained as SGLang's own route constrains them (its code is the oracle).
 
 use serde_json::{json, Value};
 
@@ -224,26 +225,94 @@ async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
     }
 }
 
+/// The log entry of the request the gateway sent for `rid`: it came to `/generate`.
+async fn sent(sim: &support::Proc, rid: &str) -> Value {
+    let log = support::sim_request_log(&sim.url).await;
+    let seen = log
+        .into_iter()
+        .find(|s| s["rid"] == rid)
+        .unwrap_or_else(|| panic!("the worker saw no request {rid}"));
+    assert_eq!(seen["route"], "/generate", "{seen}");
+    seen
+}
+
 #[tokio::test]
-async fn required_and_no_parser_are_still_forwarded() {
-    // The sim's own route answers these: its shape has `matched_stop`, and no tool_calls.
-    let forwarded = |v: &Value| v["choices"][0].get("matched_stop").is_some();
-    for (parser, extra) in [
-        (
-            &["--tool-call-parser", "qwen25"][..],
-            json!({"tool_choice": "required"}),
-        ),
-        (&[][..], json!({})),
-    ] {
-        let (_sim, gw) = start(parser).await;
-        let mut body = json!({"model": MODEL, "max_tokens": 16, "tools": tools(),
-                              "messages": [{"role": "user", "content": "hello"}]});
-        body.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-        assert_eq!(r.status().as_u16(), 200);
-        let v: Value = r.json().await.unwrap();
-        assert!(forwarded(&v), "{parser:?} {extra}: {v}");
+async fn forced_choices_reach_the_worker_with_the_constraint_sglang_sends() {
+    let (sim, gw) = start(&["--tool-call-parser", "qwen25"]).await;
+    let forced = "[{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]";
+    let rule = json!({"match": "weather in paris", "output": forced});
+    support::post(format!("{}/sim/script", sim.url), &rule).await;
+    let two = json!([tools()[0], {"type": "function", "function": {"name": "get_time",
+        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}]);
+    let named = json!({"type": "function", "function": {"name": "get_weather"}});
+    let strict = json!([{"type": "function", "function": {"name": "get_weather", "strict": true,
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let cases = [
+        json!({"tools": two, "tool_choice": "required"}),
+        json!({"tools": two, "tool_choice": named}),
+        json!({"tools": strict}),
+    ];
+    let mut constraints = Vec::new();
+    for (i, extra) in cases.iter().enumerate() {
+        for stream in [false, true] {
+            let a = chat(&gw.url, stream, extra.clone()).await;
+            let params = sent(&sim, &a.rid).await["sampling_params"].clone();
+            if i < 2 {
+                // The forced output is the JSON list: read into calls, whole and streamed.
+                assert_eq!(
+                    a.calls,
+                    vec![("get_weather".to_owned(), json!({"city": "Paris"}))]
+                );
+                assert_eq!(
+                    (a.content.as_deref(), a.finish.as_str()),
+                    (None, "tool_calls")
+                );
+            }
+            constraints.push(json!({"json_schema": params["json_schema"],
+                "structural_tag": params["structural_tag"], "regex": null, "ebnf": null}));
+        }
+    }
+    let forced_schema: Value =
+        serde_json::from_str(constraints[2]["json_schema"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        forced_schema["maxItems"], 1,
+        "a named choice allows one call"
+    );
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let bodies: Vec<Value> = cases
+        .iter()
+        .map(|extra| {
+            let mut body = json!({"model": MODEL, "messages": [{"role": "user", "content": "x"}]});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        })
+        .collect();
+    let oracle = support::python::run(
+        &py,
+        "tests/python/constraint_oracle.py",
+        vec!["qwen25".into(), Value::from(bodies).to_string()],
+    )
+    .await;
+    for (i, want) in oracle["results"].as_array().unwrap().iter().enumerate() {
+        for stream in 0..2 {
+            assert_eq!(&constraints[2 * i + stream], want, "case {i}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn tools_without_a_parser_are_rendered_and_answered_as_content_on_the_native_path() {
+    let (sim, gw) = start(&[]).await;
+    for stream in [false, true] {
+        let a = chat(&gw.url, stream, json!({})).await;
+        // As SGLang's own route without a parser: the tools are in the prompt, the text is
+        // the answer.
+        assert_eq!((a.content.as_deref(), a.calls.len()), (Some(ANSWER), 0));
+        let seen = sent(&sim, &a.rid).await;
+        assert!(seen["input_ids"].as_array().unwrap().len() > 100, "{seen}");
     }
 }

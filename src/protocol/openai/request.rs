@@ -52,6 +52,9 @@ pub struct Sampling {
     pub skip_special_tokens: Option<bool>,
     pub no_stop_trim: Option<bool>,
     pub n: Option<i64>,
+    /// SGLang's constraints on the output: a regular expression, an EBNF grammar.
+    pub regex: Option<String>,
+    pub ebnf: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -113,6 +116,9 @@ pub struct CompletionRequest {
     pub best_of: Option<u32>,
     pub logit_bias: Option<HashMap<String, f64>>,
     pub user: Option<String>,
+    pub response_format: Option<ResponseFormat>,
+    /// SGLang's completions extension: a JSON Schema (as a JSON text) the output follows.
+    pub json_schema: Option<String>,
     #[serde(skip)]
     pub extensions: Vec<String>,
 }
@@ -136,6 +142,8 @@ impl Sampling {
         "skip_special_tokens",
         "no_stop_trim",
         "n",
+        "regex",
+        "ebnf",
     ];
 }
 

@@ -40,7 +40,7 @@ pub struct ChatCompletion<'a> {
 pub struct ChatChoice<'a> {
     pub index: u32,
     pub message: AssistantMessage<'a>,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<serde_json::Value>,
     pub finish_reason: &'static str,
 }
 
@@ -85,7 +85,7 @@ pub struct TextCompletion<'a> {
 pub struct TextChoice<'a> {
     pub index: u32,
     pub text: &'a str,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<serde_json::Value>,
     pub finish_reason: Option<&'static str>,
 }
 
@@ -106,7 +106,7 @@ pub struct ChatChunk<'a> {
 pub struct ChatChunkChoice<'a> {
     pub index: u32,
     pub delta: Delta<'a>,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<serde_json::Value>,
     pub finish_reason: Option<&'static str>,
 }
 

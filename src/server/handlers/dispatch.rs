@@ -117,7 +117,9 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         };
         return passthrough::forward(&app.relay, forward).await;
     }
-    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name), p.include_usage);
+    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name), p.include_usage)
+        .with_logprobs(p.logprobs)
+        .with_echo(p.echo.clone());
     let native = Native {
         headers: req.headers,
         id: req.id,
@@ -148,6 +150,7 @@ pub async fn native_path<G: Grammar>(
         prompt: p.prompt_ids,
         params: p.params,
         session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
+        logprobs: p.logprobs,
     };
     let generation = Generation::start(&app.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {

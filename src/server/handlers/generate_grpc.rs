@@ -66,6 +66,8 @@ pub async fn translated(
         prompt: prompt_ids,
         params,
         session_key: session_key(headers, user).map(str::to_owned),
+        // gRPC workers are not asked for logprobs yet.
+        logprobs: None,
     };
     let generation = Generation::start(&app.relay, spec, Endpoint::Generate, start).await?;
     Ok(if stream {

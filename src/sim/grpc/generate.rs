@@ -59,7 +59,7 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
     } else {
         req.request_id
     };
-    let run = Run::start(state, rid.clone(), prompt, &params).map_err(refusal)?;
+    let run = Run::start(state, "grpc Generate", rid.clone(), prompt, &params).map_err(refusal)?;
     let stream = Streamed {
         run,
         rid,

@@ -36,6 +36,18 @@ pub fn dumps(v: &Json) -> String {
     out
 }
 
+/// `json.dumps(value)` with Python's defaults (`ensure_ascii=True`): how SGLang writes a JSON
+/// Schema into a `json_schema` or `structural_tag` sampling parameter.
+pub fn dumps_ascii(v: &Json) -> String {
+    let opts = DumpOptions {
+        ensure_ascii: true,
+        ..DumpOptions::default()
+    };
+    let mut out = String::new();
+    dump(v, &opts, 0, &mut out);
+    out
+}
+
 /// `value | tojson`, `tojson(indent=2)`, `tojson(2)`, `separators=(a, b)`,
 /// `sort_keys=true`, `ensure_ascii=true`, as HF's filter accepts.
 pub(crate) fn tojson_filter(

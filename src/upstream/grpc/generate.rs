@@ -185,6 +185,8 @@ impl GrpcStream {
             prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.cached_tokens.unwrap_or(cached_tokens),
+            // Not asked of gRPC workers yet.
+            logprobs: Vec::new(),
         }))
     }
 

@@ -226,7 +226,7 @@ pub fn all() -> Vec<Case> {
         comp("prompt_valid_ids", r#","prompt":[1,2,3]"#, 200),
         // Forwarded to the worker's route; the simulator does not do batches (400, its words).
         by_worker(comp("prompt_text_batch", r#","prompt":["a","b"]"#, 400)),
-        comp("prompt_echo_logprobs", r#","prompt":"hi","echo":true,"logprobs":3"#, 200),
+        comp("prompt_echo_logprobs", r#","prompt":"hi","echo":true,"logprobs":3"#, 400),
         comp("echo_string", r#","prompt":"hi","echo":"x""#, 400),
         comp("suffix_number", r#","prompt":"hi","suffix":5"#, 400),
         comp("logprobs_flag_on_completions", r#","prompt":"hi","logprobs":true"#, 400),

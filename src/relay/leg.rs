@@ -1,0 +1,109 @@
+//! One leg of a generation: a worker picked through the retry loop, the `/generate` (or gRPC
+//! `Generate`) request sent with the leg's ids, up to its first chunk; for a PD pair, the
+//! prefill worker alongside.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use super::exchange::Exchange;
+use super::pd;
+use super::retry::{self, Target};
+use crate::error::GatewayError;
+use crate::metrics::Stage;
+use crate::protocol::sglang::{GenerateRequest, SamplingParams};
+use crate::routing::RouteRequest;
+use crate::tokenize::IncrementalDecoder;
+use crate::upstream::abort::Abort;
+use crate::upstream::generate::Delta;
+use crate::upstream::tokens::{self, TokenStream};
+use crate::upstream::UpstreamError;
+
+/// What one leg sends.
+pub(super) struct Leg<'a> {
+    pub input_ids: &'a [u32],
+    pub params: &'a SamplingParams,
+    pub session_key: Option<&'a str>,
+    pub rid: &'a str,
+    /// Output logprobs with this many top tokens each (`None`: not asked for).
+    pub logprobs: Option<u32>,
+}
+
+/// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
+/// to the first chunk. With a `decoder`, the leg's text is decoded from its ids, continuing
+/// from the decoder's state.
+pub(super) async fn open_leg(
+    exchange: &mut Exchange,
+    leg: Leg<'_>,
+    decoder: Option<&IncrementalDecoder>,
+    tried: &mut retry::Tried,
+) -> Result<(TokenStream, Delta), GatewayError> {
+    let Leg {
+        input_ids,
+        params,
+        session_key,
+        rid,
+        logprobs,
+    } = leg;
+    let relay = Arc::clone(exchange.relay());
+    let target = Target {
+        route: RouteRequest {
+            prompt_ids: input_ids,
+            session_key,
+        },
+        rid,
+        abort: Abort::Rid,
+    };
+    retry::open(exchange, &target, tried, |dest| {
+        let relay = Arc::clone(&relay);
+        async move {
+            let request = GenerateRequest {
+                input_ids,
+                sampling_params: params,
+                stream: true,
+                rid: &dest.rid,
+                return_logprob: logprobs.is_some(),
+                top_logprobs_num: logprobs.unwrap_or(0),
+                bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
+            };
+            let decode = async {
+                let started = Instant::now();
+                let mut up = tokens::start(
+                    &relay.client,
+                    &dest.worker.origin,
+                    Arc::clone(&relay.tokenizer),
+                    &request,
+                    decoder.cloned(),
+                )
+                .instrument(crate::traces::stage("upstream_connect"))
+                .await?;
+                relay
+                    .metrics
+                    .stage(Stage::UpstreamHeaders, started.elapsed().as_secs_f64());
+                match up.next().await? {
+                    Some(delta) => Ok((up, delta)),
+                    None => Err(UpstreamError::Protocol {
+                        url: dest.worker.url().to_owned(),
+                        reason: "stream ended before any output".into(),
+                    }),
+                }
+            };
+            let Some(prefill) = &dest.prefill else {
+                return decode.await;
+            };
+            let origin = &prefill.worker.origin;
+            let body = crate::upstream::generate::request_body(origin, &request)?;
+            let ((mut up, mut first), prefilled) =
+                pd::paired(&relay, prefill, "/generate", body, decode).await?;
+            // The prompt was cached (or not) on the prefill worker: that count is the usage's.
+            if let Some(p) = prefilled {
+                let cached = u32::try_from(p.cached_tokens).unwrap_or(u32::MAX);
+                up.set_cached_tokens(cached);
+                first.cached_tokens = cached;
+            }
+            Ok((up, first))
+        }
+    })
+    .await
+}
