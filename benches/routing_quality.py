@@ -45,7 +45,8 @@ Several replicas (--replicas N, N > 1): per workload and policy, rows for the fr
            shared-prefix group id (sha1("group-<g>") mod N), as session/prefix hashing at a front
            load balancer would
 KV events (--kv-events off,on; default off): with `on` every sim runs with SGLang's
-`--kv-events-config {"publisher": "zmq", "endpoint": "tcp://*:PORT"}` and the gateways subscribe
+`--kv-events-config {"publisher": "zmq", "endpoint": "tcp://*:PORT", "replay_endpoint": ...}` and
+`--page-size 16` (so do the sims of the `off` rows) and the gateways subscribe
 (no gateway flag needed: they read it from /server_info) and route on the exact index; the run
 starts once every gateway follows every sim. Per row, from the gateways' /metrics: the share of
 requests whose predicted cached tokens were within one page (16 tokens) of the worker's reported
@@ -192,15 +193,19 @@ def start_listening(procs, name, cmd, health, timeout=30):
         time.sleep(0.05)
 
 
-def start_sims(procs, binary, n, kv_capacity, time_scale, kv_events=False):
+def start_sims(procs, binary, n, kv_capacity, time_scale, kv_events=False, page_size=None):
     def events():
         if not kv_events:
             return []
-        return ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": f"tcp://*:{free_port()}"})]
+        # With a replay socket a gateway is in sync on joining (the buffer starts at seq 0);
+        # without one it waits for the first live batch.
+        return ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": f"tcp://*:{free_port()}",
+                                                  "replay_endpoint": f"tcp://*:{free_port()}"})]
 
     return [
         start_listening(procs, f"sim{i}", [binary, "sim", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
-                                           "--time-scale", time_scale, *events()], "/health")
+                                           "--time-scale", time_scale, *events(),
+                                           *(["--page-size", page_size] if page_size else [])], "/health")
         for i in range(n)
     ]
 
@@ -521,7 +526,8 @@ def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan, fro
     log(f"\n=== {tag}: 4 fresh sims + {gw}" + ("" if front == "single" else f" x {replicas} replicas, {front}"))
     procs = Procs(logdir)
     try:
-        urls = start_sims(procs, binary, args.workers, args.kv_capacity, args.time_scale, kv_events)
+        urls = start_sims(procs, binary, args.workers, args.kv_capacity, args.time_scale, kv_events,
+                          args.sim_page_size)
         extra = shlex.split(args.gateway_args)
         if front == "single":
             bases = [start_gateway(procs, binary, policy, urls, smg_bin, extra=extra)]
@@ -717,6 +723,9 @@ def main():
     ap.add_argument("--kv-events", default="off",
                     help="comma list of off (approximate index) and on (sims publish KV events, gateways route on "
                          "them) (default: %(default)s)")
+    ap.add_argument("--sim-page-size", type=int, default=None,
+                    help="sims' --page-size (default: the sim's 1; 16, the gateway's page, when --kv-events has on: "
+                         "the exact index needs the workers' page size to match --prefix-page-size)")
     ap.add_argument("--groups", type=int, default=None, help="shared-prefix groups (default 64; 16 with --quick)")
     ap.add_argument("--prompts-per-group", type=int, default=None, help="default 16 (4 with --quick)")
     ap.add_argument("--system-len", type=int, default=None, help="system prompt tokens (default 2048; 1024 --quick)")
@@ -756,6 +765,8 @@ def main():
         if m not in ("off", "on"):
             ap.error(f"unknown --kv-events mode {m}")
         kv_modes.append(m == "on")
+    if any(kv_modes) and args.sim_page_size is None:
+        args.sim_page_size = 16
     per_group = w["system_len"] + w["prompts_per_group"] * (w["question_len"] + w["output_len"])
     groups_per_sim = w["groups"] // args.workers
     if args.kv_capacity is None:
@@ -788,7 +799,7 @@ def main():
     log(f"machine: {machine}")
     log(f"this script: {' '.join(shlex.quote(a) for a in [sys.executable] + sys.argv)}")
     log(f"workload: {w}; sims: --kv-capacity-tokens {args.kv_capacity} (= {groups_per_sim} groups x {per_group}), "
-        f"--time-scale {args.time_scale}; concurrency {args.concurrency}; seed {args.seed}; zipf s={args.zipf_s}")
+        f"--page-size {args.sim_page_size or 1}, --time-scale {args.time_scale}; concurrency {args.concurrency}; seed {args.seed}; zipf s={args.zipf_s}")
 
     for wl in workloads:
         if wl not in ("gsp", "gsp_ids", "zipf"):
@@ -830,7 +841,8 @@ def main():
     report.append(f"Machine: nproc {machine['nproc']}, {machine['cpu']}, {machine['platform']}; date {machine['date']}; "
                   f"commit {machine['git']}")
     report.append(f"Sims: {args.workers} x `switchboard sim --kv-capacity-tokens {args.kv_capacity} --time-scale "
-                  f"{args.time_scale:g}` (fresh per row); concurrency {args.concurrency}; seed {args.seed}.")
+                  f"{args.time_scale:g}" + (f" --page-size {args.sim_page_size}" if args.sim_page_size else "")
+                  + f"` (fresh per row; with KV events also --kv-events-config); concurrency {args.concurrency}; seed {args.seed}.")
     if args.gateway_args:
         report.append(f"Every `switchboard serve` also got: `{args.gateway_args}`.")
     if "gsp" in workloads:
@@ -869,7 +881,7 @@ def main():
                      "time_scale": args.time_scale, "concurrency": args.concurrency, "seed": args.seed,
                      "zipf_s": args.zipf_s, "policies": policies, "workloads": workloads,
                      "replicas": args.replicas, "fronts": fronts, "gateway_args": args.gateway_args,
-                     "kv_events": args.kv_events,
+                     "kv_events": args.kv_events, "sim_page_size": args.sim_page_size,
                      "cached_share_counts": "all requests the sims served, incl. bench_serving's 1 warm-up",
                      "ttft_units": "ttft_*_ms: client wall clock (scaled sim time); ttft_*_model_ms = wall / time_scale"},
         "results": rows,
