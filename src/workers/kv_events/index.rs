@@ -34,7 +34,9 @@ use crate::workers::page_key::hash_page;
 use crate::workers::WorkerId;
 
 mod blocks;
+mod exact_match;
 use blocks::{Blocks, Slot, SlotSet, TICKS_PER_SEC};
+pub use exact_match::ExactMatch;
 
 /// How long a routed prompt counts as cached on its worker before its events arrive.
 pub const SPECULATION_TTL: Duration = Duration::from_secs(3);
@@ -52,7 +54,7 @@ struct View {
 struct WorkerViews {
     id: WorkerId,
     from: Instant,
-    /// Its views' slots in rank order; speculation goes on the first.
+    /// Its views' slots in rank order.
     slots: SmallVec<[Slot; 2]>,
 }
 
@@ -92,29 +94,6 @@ pub struct KvIndex {
     max_blocks: usize,
     epoch: Instant,
     inner: RwLock<Inner>,
-}
-
-/// A prompt matched against the index: cached tokens per covered worker.
-#[derive(Debug, Default)]
-pub struct ExactMatch {
-    /// Covered workers, sorted by id, with the pages each matched.
-    pages: SmallVec<[(WorkerId, u32); 8]>,
-    block_size: usize,
-    keys: Vec<u64>,
-}
-
-impl ExactMatch {
-    /// Cached tokens on `w`, or `None` when `w` is not covered (use the approximate index).
-    pub fn cached_tokens(&self, w: WorkerId) -> Option<usize> {
-        let i = self.pages.binary_search_by_key(&w, |e| e.0).ok()?;
-        self.pages
-            .get(i)
-            .map(|e| e.1 as usize * self.block_size)
-    }
-
-    pub fn covers(&self, w: WorkerId) -> bool {
-        self.pages.binary_search_by_key(&w, |e| e.0).is_ok()
-    }
 }
 
 fn clear(blocks: &mut Blocks, view: &mut View) {
@@ -210,7 +189,11 @@ impl KvIndex {
         let inner = &mut *guard;
         if !inner.views.contains_key(&(w, rank)) {
             let Some(slot) = inner.alloc_slot(w, Instant::now()) else {
-                tracing::warn!(worker = w.0, rank, "kv events: no slot left for another view");
+                tracing::warn!(
+                    worker = w.0,
+                    rank,
+                    "kv events: no slot left for another view"
+                );
                 return;
             };
             let view = View {
@@ -263,7 +246,8 @@ impl KvIndex {
         let mut guard = self.inner.write();
         let inner = &mut *guard;
         let now = Instant::now();
-        let ranks: Vec<(WorkerId, u32)> = inner.views.keys().filter(|k| k.0 == w).copied().collect();
+        let ranks: Vec<(WorkerId, u32)> =
+            inner.views.keys().filter(|k| k.0 == w).copied().collect();
         for k in ranks {
             if let Some(mut v) = inner.views.remove(&k) {
                 clear(&mut inner.blocks, &mut v);
@@ -374,10 +358,15 @@ impl KvIndex {
         let mut depth: SmallVec<[u32; 64]> = SmallVec::from_elem(0, slots);
         inner.blocks.walk(&keys, &start, self.tick(now), &mut depth);
         // A worker with several DP ranks gets its best rank's match: a request lands on one.
-        let pages: SmallVec<[(WorkerId, u32); 8]> = covered()
+        let pages: SmallVec<[(WorkerId, u32, Slot); 8]> = covered()
             .map(|c| {
-                let best = c.slots.iter().filter_map(|s| depth.get(usize::from(*s)));
-                (c.id, best.copied().max().unwrap_or(0))
+                let best = c
+                    .slots
+                    .iter()
+                    .filter_map(|s| Some((*depth.get(usize::from(*s))?, *s)))
+                    .max_by_key(|e| e.0);
+                let (pages, slot) = best.unwrap_or((0, 0));
+                (c.id, pages, slot)
             })
             .collect();
         (!pages.is_empty()).then(|| ExactMatch {
@@ -387,25 +376,27 @@ impl KvIndex {
         })
     }
 
-    /// Credits `w` with the matched prompt's pages until its events arrive (or the TTL ends).
+    /// Credits `w` with the matched prompt's pages it lacks until their events arrive (or the
+    /// TTL ends), on the view that matched the most: that view then matches the whole prompt.
+    /// Pages it already matched are left as they are (no refresh): touching every page of every
+    /// routed prompt would cost a cache miss per page.
     pub fn speculate(&self, m: &ExactMatch, w: WorkerId) {
-        if !m.covers(w) {
+        let Some(&(_, matched, slot)) = m
+            .pages
+            .binary_search_by_key(&w, |e| e.0)
+            .ok()
+            .and_then(|i| m.pages.get(i))
+        else {
             return;
-        }
+        };
         let now = Instant::now();
         let (tick, deadline) = (self.tick(now), self.tick(now + SPECULATION_TTL));
         let cap = self.max_speculative();
         let mut guard = self.inner.write();
         let inner = &mut *guard;
-        let Some(slot) = inner
-            .workers
-            .binary_search_by_key(&w, |c| c.id)
-            .ok()
-            .and_then(|i| inner.workers.get(i))
-            .and_then(|c| c.slots.first().copied())
-        else {
-            return;
-        };
+        if inner.owners.get(usize::from(slot)).copied().flatten() != Some(w) {
+            return; // its view went since the match
+        }
         // At the cap, expired marks go first (a full sweep, at most once per TTL).
         let ttl_ticks = (SPECULATION_TTL.as_secs() * TICKS_PER_SEC) as u32;
         if inner.blocks.speculative >= cap
@@ -417,7 +408,7 @@ impl KvIndex {
             inner.last_sweep = Some(tick);
         }
         // In page order, stopping at the cap: a credited prefix stays a prefix.
-        for key in &m.keys {
+        for key in m.keys.iter().skip(matched as usize) {
             if !inner.blocks.speculate(*key, slot, deadline, tick, cap) {
                 break;
             }

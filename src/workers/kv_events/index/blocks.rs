@@ -121,35 +121,70 @@ impl Blocks {
         self.map.len()
     }
 
-    /// Walks `keys` from the first page while any slot of `start` still matches (held, or
-    /// speculated until after `now`); `depth[slot]` gets the pages each slot of `start` matched.
+    /// The slots matching page `key` (held, or speculated until after `now`) into `out`.
+    fn slots_at(&self, key: u64, now: u32, out: &mut SlotSet) {
+        out.clear();
+        if let Some(marks) = self.map.get(&key) {
+            for m in marks.iter().filter(|m| m.held || live(m.n, now)) {
+                out.insert(m.slot);
+            }
+        }
+    }
+
+    /// How many pages of `keys`, from the first, each slot of `start` matches, into
+    /// `depth[slot]`. A view's blocks are prefix-closed (a radix cache evicts leaves first, and
+    /// speculation credits whole prefixes), so the pages a set of slots all match form a prefix:
+    /// found by galloping then bisecting, O(log pages) lookups per depth at which some slot
+    /// drops out, instead of one lookup (a cache miss in a large map) per page.
     pub fn walk(&self, keys: &[u64], start: &SlotSet, now: u32, depth: &mut [u32]) {
         let mut alive = start.clone();
         let mut here = SlotSet::with_capacity(depth.len());
-        let mut matched = 0u32;
-        for key in keys {
-            let Some(marks) = self.map.get(key) else {
-                break;
+        let mut record = |slot: usize, d: usize| {
+            if let Some(x) = depth.get_mut(slot) {
+                *x = u32::try_from(d).unwrap_or(u32::MAX);
+            }
+        };
+        // Every slot in `alive` matches pages [0, matched).
+        let mut matched = 0;
+        while matched < keys.len() && !alive.is_empty() {
+            let all_match = |page: usize, here: &mut SlotSet| {
+                keys.get(page).is_some_and(|k| {
+                    self.slots_at(*k, now, here);
+                    alive.is_subset(here)
+                })
             };
-            here.clear();
-            for m in marks.iter().filter(|m| m.held || live(m.n, now)) {
-                here.insert(m.slot);
-            }
-            alive.retain_into(&here, |slot| {
-                if let Some(d) = depth.get_mut(slot) {
-                    *d = matched;
+            if all_match(matched, &mut here) {
+                // Gallop to a page not all match (or the end), then bisect: `good` all match.
+                let (mut good, mut step) = (matched, 1);
+                let mut bad = loop {
+                    let probe = good + step;
+                    if probe >= keys.len() {
+                        break keys.len();
+                    }
+                    if !all_match(probe, &mut here) {
+                        break probe;
+                    }
+                    good = probe;
+                    step *= 2;
+                };
+                while bad - good > 1 {
+                    let mid = good + (bad - good) / 2;
+                    if all_match(mid, &mut here) {
+                        good = mid;
+                    } else {
+                        bad = mid;
+                    }
                 }
-            });
-            if alive.is_empty() {
-                return;
+                matched = good + 1;
+                continue;
             }
-            matched += 1;
+            // Some slots end here; the rest go on from this page.
+            if let Some(k) = keys.get(matched) {
+                self.slots_at(*k, now, &mut here);
+            }
+            alive.retain_into(&here, |slot| record(slot, matched));
         }
-        alive.retain_into(&SlotSet::default(), |slot| {
-            if let Some(d) = depth.get_mut(slot) {
-                *d = matched;
-            }
-        });
+        alive.retain_into(&SlotSet::default(), |slot| record(slot, matched));
     }
 }
 
@@ -167,6 +202,13 @@ impl SlotSet {
         if let Some(w) = self.0.get_mut(slot / 64) {
             *w |= 1 << (slot % 64);
         }
+    }
+
+    fn is_subset(&self, of: &SlotSet) -> bool {
+        self.0
+            .iter()
+            .enumerate()
+            .all(|(i, w)| *w & !of.0.get(i).copied().unwrap_or(0) == 0)
     }
 
     fn clear(&mut self) {

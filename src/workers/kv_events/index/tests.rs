@@ -206,3 +206,43 @@ fn matches_past_sixty_four_views() {
     assert_eq!(cached(&idx, &prompt, 3), Some(4));
     assert_eq!(cached(&idx, &prompt, 0), Some(0));
 }
+
+#[test]
+fn each_worker_matches_its_own_depth() {
+    // Workers holding 0, 1, 3, 7, 10 and all 16 pages of one prompt, and one with a speculative
+    // credit past its 2 held pages: the bisecting walk finds every depth.
+    let idx = KvIndex::new(B, 10_000);
+    let prompt: Vec<u32> = (0..16 * B as u32).collect();
+    let evs = stored(&prompt, 0);
+    for (w, held) in [
+        (0u32, 0usize),
+        (1, 1),
+        (2, 3),
+        (3, 7),
+        (4, 10),
+        (5, 16),
+        (6, 2),
+    ] {
+        fresh(&idx, w, 100);
+        for ev in &evs[..held] {
+            idx.store(WorkerId(w), 0, ev);
+        }
+    }
+    let short: Vec<u32> = prompt[..12 * B].to_vec();
+    let m = idx.lookup(&short, None).unwrap();
+    idx.speculate(&m, WorkerId(6));
+    let depths: Vec<Option<usize>> = (0..7).map(|w| cached(&idx, &prompt, w)).collect();
+    let pages = |n: usize| Some(n * B);
+    assert_eq!(
+        depths,
+        [
+            pages(0),
+            pages(1),
+            pages(3),
+            pages(7),
+            pages(10),
+            pages(16),
+            pages(12)
+        ]
+    );
+}
