@@ -130,6 +130,7 @@ fn pick_tail(policy: &dyn Policy, refs: &[&Arc<Worker>], requests: &[Vec<u32>]) 
 fn bench_pick_kv_events(cr: &mut Criterion) {
     const WORKERS: u32 = 64;
     const PROMPTS_PER_WORKER: u32 = 128; // × 128 pages of 16 tokens
+    let rss_before = rss_bytes();
     let kv = Arc::new(KvIndex::new(16, 2 << 20));
     let mut engine_hash = 0i64;
     for w in 0..WORKERS {
@@ -150,6 +151,7 @@ fn bench_pick_kv_events(cr: &mut Criterion) {
         }
     }
     assert_eq!(kv.entries(), 1 << 20);
+    let per_block = rss_bytes().saturating_sub(rss_before) as f64 / f64::from(1 << 20);
     let ws = workers(WORKERS as usize);
     let refs: Vec<&Arc<Worker>> = ws.iter().collect();
     let policy = PrefixCost::new(1.0, 256.0, PrefixIndex::new(16, INDEXED)).with_kv_index(Some(kv));
@@ -172,6 +174,15 @@ fn bench_pick_kv_events(cr: &mut Criterion) {
     g.finish();
     let (p50, p99) = pick_tail(&policy, &refs, &requests);
     println!("pick_kv_events/prefix_cost/{WORKERS} (1M blocks): p50 {p50:.1} µs, p99 {p99:.1} µs");
+    println!("kv index memory: {per_block:.0} bytes per indexed block (resident set growth)");
+}
+
+/// This process's resident set (Linux), 0 elsewhere.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
 }
 
 fn bench_index(cr: &mut Criterion) {

@@ -44,6 +44,13 @@ Several replicas (--replicas N, N > 1): per workload and policy, rows for the fr
   sticky   the same N gateways; the client picks the replica by hashing the request's
            shared-prefix group id (sha1("group-<g>") mod N), as session/prefix hashing at a front
            load balancer would
+KV events (--kv-events off,on; default off): with `on` every sim runs with SGLang's
+`--kv-events-config {"publisher": "zmq", "endpoint": "tcp://*:PORT", "replay_endpoint": ...}` and
+`--page-size 16` (so do the sims of the `off` rows) and the gateways subscribe
+(no gateway flag needed: they read it from /server_info) and route on the exact index; the run
+starts once every gateway follows every sim. Per row, from the gateways' /metrics: the share of
+requests whose predicted cached tokens were within one page (16 tokens) of the worker's reported
+`cached_tokens` (switchboard_cache_prediction_error_tokens: -16 < reported - predicted <= 16).
 Each row also counts shared-prefix misses: requests whose meta_info.cached_tokens is below half
 the system prompt (at least one per group used). --gateway-args "..." adds flags to every
 `switchboard serve` (e.g. --load-poll-interval-ms 0).
@@ -59,7 +66,8 @@ Usage:
   python benches/routing_quality.py [--policies prefix_cost,cache_aware,round_robin,smg]
       [--skip-smg] [--quick] [--out results.json] [--time-scale 1.0] [--concurrency 32]
       [--workloads gsp,gsp_ids,zipf] [--replicas 3 [--fronts single,spread,sticky]]
-      [--gateway-args "--load-poll-interval-ms 0"]
+      [--gateway-args "--load-poll-interval-ms 0"] [--kv-events off,on]
+      [--groups 32 --prompts-per-group 16 --system-len 1024 --kv-capacity 12288]
 
 The python must have sglang 0.5.9's bench_serving and aiohttp: `bash .ci/python-env.sh | tail -1`.
 """
@@ -185,12 +193,57 @@ def start_listening(procs, name, cmd, health, timeout=30):
         time.sleep(0.05)
 
 
-def start_sims(procs, binary, n, kv_capacity, time_scale):
+def start_sims(procs, binary, n, kv_capacity, time_scale, kv_events=False, page_size=None):
+    def events():
+        if not kv_events:
+            return []
+        # With a replay socket a gateway is in sync on joining (the buffer starts at seq 0);
+        # without one it waits for the first live batch.
+        return ["--kv-events-config", json.dumps({"publisher": "zmq", "endpoint": f"tcp://*:{free_port()}",
+                                                  "replay_endpoint": f"tcp://*:{free_port()}"})]
+
     return [
         start_listening(procs, f"sim{i}", [binary, "sim", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
-                                           "--time-scale", time_scale], "/health")
+                                           "--time-scale", time_scale, *events(),
+                                           *(["--page-size", page_size] if page_size else [])], "/health")
         for i in range(n)
     ]
+
+
+def metric_lines(text, name):
+    """(labels, value) of every sample of `name` in a Prometheus text page."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels = line[len(name):].split("}", 1)[0] if line[len(name)] == "{" else ""
+            out.append((labels, float(line.rsplit(" ", 1)[1])))
+    return out
+
+
+def wait_subscribed(procs, bases, n):
+    """Every gateway follows all n sims' KV events and none is stale."""
+    def ok():
+        for b in bases:
+            text = http_get(b + "/metrics")[1]
+            if len(metric_lines(text, "switchboard_kv_index_blocks")) < n:
+                return False
+            if any(v != 0 for _, v in metric_lines(text, "switchboard_kv_events_stale_workers")):
+                return False
+        return True
+
+    wait_until(ok, 60, "gateways subscribed to every sim's KV events", procs)
+
+
+def prediction_accuracy(bases, page=16):
+    """Requests whose prediction was within one page of the worker's report, over all gateways."""
+    within = count = 0.0
+    for b in bases:
+        text = http_get(b + "/metrics", timeout=5)[1]
+        buckets = metric_lines(text, "switchboard_cache_prediction_error_tokens_bucket")
+        le = {lab.split('le="', 1)[1].split('"', 1)[0]: v for lab, v in buckets if 'le="' in lab}
+        within += le.get(f"{page}", 0.0) - le.get(f"-{page}", 0.0)
+        count += sum(v for _, v in metric_lines(text, "switchboard_cache_prediction_error_tokens_count"))
+    return {"predicted_within_page": within / count if count else float("nan"), "predictions": int(count)}
 
 
 def wait_until(pred, timeout, what, procs):
@@ -464,22 +517,25 @@ def run_own_client(bases, args, plan, workload, front="single"):
 # ---------------------------------------------------------------- driver
 
 
-def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan, front="single"):
+def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan, front="single", kv_events=False):
     replicas = 1 if front == "single" else args.replicas
-    tag = f"{workload}-{policy}" + ("" if front == "single" else f"-{front}{replicas}")
+    tag = f"{workload}-{policy}" + ("-events" if kv_events else "") + ("" if front == "single" else f"-{front}{replicas}")
     logdir = Path(logroot) / tag
     logdir.mkdir(parents=True, exist_ok=True)
     gw = 'SMG ' + SMG_VERSION + ' cache_aware' if policy == 'smg' else 'switchboard ' + policy
     log(f"\n=== {tag}: 4 fresh sims + {gw}" + ("" if front == "single" else f" x {replicas} replicas, {front}"))
     procs = Procs(logdir)
     try:
-        urls = start_sims(procs, binary, args.workers, args.kv_capacity, args.time_scale)
+        urls = start_sims(procs, binary, args.workers, args.kv_capacity, args.time_scale, kv_events,
+                          args.sim_page_size)
         extra = shlex.split(args.gateway_args)
         if front == "single":
             bases = [start_gateway(procs, binary, policy, urls, smg_bin, extra=extra)]
         else:
             bases = [start_gateway(procs, binary, policy, urls, smg_bin, name=f"gateway{k}", extra=extra)
                      for k in range(replicas)]
+        if kv_events:
+            wait_subscribed(procs, bases, len(urls))
         before = scrape_sims(urls)
         if any(w["requests"] for w in before):
             raise RuntimeError(f"sims not cold: {before}")
@@ -489,13 +545,16 @@ def one_config(policy, workload, args, binary, smg_bin, home, logroot, plan, fro
             client = run_own_client(bases, args, plan[workload], workload, front)
         procs.check_alive()
         sims = summarize_sims(scrape_sims(urls))
+        accuracy = prediction_accuracy(bases) if policy != "smg" else {}
     finally:
         procs.stop()
-    res = {"policy": policy, "workload": workload, "front": front, "replicas": replicas, **client, **sims}
+    res = {"policy": policy, "workload": workload, "front": front, "replicas": replicas, "kv_events": kv_events,
+           **client, **sims, **accuracy}
     res["ttft_p50_model_ms"] = res["ttft_p50_ms"] / args.time_scale
     res["ttft_p99_model_ms"] = res["ttft_p99_ms"] / args.time_scale
     log(f"  -> completed {res['completed']}/{res['requests']}, cached {res['cached_share']:.1%}, "
         f"TTFT p50 {res['ttft_p50_ms']:.1f} ms p99 {res['ttft_p99_ms']:.1f} ms (wall), "
+        f"predicted within a page {res.get('predicted_within_page', float('nan')):.1%}, "
         f"requests/worker {res['requests_per_worker']}"
         + (f", requests/replica {res['requests_per_replica']}" if replicas > 1 else ""))
     return res
@@ -530,19 +589,28 @@ def ensure_smg():
 def fmt_table(rows, workload, time_scale):
     lines = [
         f"| gateway / policy | cached share | TTFT p50 ms (wall) | TTFT p99 ms (wall) | TTFT p50 ms (model = wall/{time_scale:g}) "
-        f"| TTFT p99 ms (model) | requests per worker | max/min | completed |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|",
+        f"| TTFT p99 ms (model) | requests per worker | max/min | predicted within a page | completed |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in rows:
         if r["workload"] != workload or r.get("front", "single") != "single":
             continue
-        name = f"SMG {SMG_VERSION} cache_aware" if r["policy"] == "smg" else f"Switchboard {r['policy']}"
+        name = f"SMG {SMG_VERSION} cache_aware" if r["policy"] == "smg" else f"Switchboard {policy_name(r)}"
         lines.append(
             f"| {name} | {r['cached_share']:.1%} | {r['ttft_p50_ms']:.1f} | {r['ttft_p99_ms']:.1f} | "
             f"{r['ttft_p50_model_ms']:.0f} | {r['ttft_p99_model_ms']:.0f} | "
             f"{' / '.join(str(x) for x in r['requests_per_worker'])} | {r['max_min_ratio']:.2f} | "
-            f"{r['completed']}/{r['requests']} |")
+            f"{within_page(r)} | {r['completed']}/{r['requests']} |")
     return "\n".join(lines)
+
+
+def policy_name(r):
+    return r["policy"] + (" (KV events)" if r.get("kv_events") else "")
+
+
+def within_page(r):
+    v = r.get("predicted_within_page")
+    return "-" if v is None or v != v else f"{v:.1%}"
 
 
 def front_name(r):
@@ -555,23 +623,25 @@ def front_name(r):
 def fmt_replica_table(rows, workload):
     lines = [
         "| policy | front door | cached share | TTFT p50 ms (wall) | TTFT p99 ms (wall) | requests per worker "
-        "| max/min | requests per replica | shared-prefix misses (min = groups) | completed |",
-        "|---|---|---:|---:|---:|---|---:|---|---:|---:|",
+        "| max/min | requests per replica | shared-prefix misses (min = groups) | predicted within a page | completed |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|",
     ]
     for r in rows:
         if r["workload"] != workload or r["policy"] == "smg":
             continue
         lines.append(
-            f"| {r['policy']} | {front_name(r)} | {r['cached_share']:.1%} | {r['ttft_p50_ms']:.1f} | "
+            f"| {policy_name(r)} | {front_name(r)} | {r['cached_share']:.1%} | {r['ttft_p50_ms']:.1f} | "
             f"{r['ttft_p99_ms']:.1f} | {' / '.join(str(x) for x in r['requests_per_worker'])} | "
             f"{r['max_min_ratio']:.2f} | {' / '.join(str(x) for x in r.get('requests_per_replica', [r['requests']]))} | "
-            f"{r.get('prefix_misses', '?')} ({r.get('groups_used', '?')}) | {r['completed']}/{r['requests']} |")
+            f"{r.get('prefix_misses', '?')} ({r.get('groups_used', '?')}) | {within_page(r)} | "
+            f"{r['completed']}/{r['requests']} |")
     return "\n".join(lines)
 
 
 def acceptance(rows, quick):
     # The checks are about one gateway; rows with several replicas are reported, not checked.
-    by = {(r["workload"], r["policy"]): r for r in rows if r.get("front", "single") == "single"}
+    by = {(r["workload"], r["policy"]): r for r in rows
+          if r.get("front", "single") == "single" and not r.get("kv_events")}
     checks = []
 
     def add(name, ok, detail):
@@ -606,6 +676,15 @@ def acceptance(rows, quick):
                     f"{r['cached_share']:.1%} vs {smg['cached_share']:.1%}")
                 add(f"{wl} {pol} beats SMG on TTFT p99", r["ttft_p99_ms"] < smg["ttft_p99_ms"],
                     f"{r['ttft_p99_ms']:.1f} vs {smg['ttft_p99_ms']:.1f} ms")
+    for r in rows:
+        if r.get("kv_events") and r.get("front", "single") == "single":
+            v = r.get("predicted_within_page", float("nan"))
+            add(f"{r['workload']} {r['policy']} with KV events: >= 95% predicted within a page", v >= 0.95, f"{v:.1%}")
+            approx = by.get((r["workload"], r["policy"]))
+            if approx:
+                add(f"{r['workload']} {r['policy']} with KV events: cached share >= approximate",
+                    r["cached_share"] >= approx["cached_share"],
+                    f"{r['cached_share']:.1%} vs {approx['cached_share']:.1%}")
     if quick:
         for c in checks:
             c["detail"] += " (quick workload: thresholds are for the full one)"
@@ -641,6 +720,15 @@ def main():
     ap.add_argument("--fronts", default=None,
                     help="with --replicas > 1: comma list of single (1 gateway), spread (request i -> replica "
                          "i mod N), sticky (replica = hash of the prefix group) (default: single,spread,sticky)")
+    ap.add_argument("--kv-events", default="off",
+                    help="comma list of off (approximate index) and on (sims publish KV events, gateways route on "
+                         "them) (default: %(default)s)")
+    ap.add_argument("--sim-page-size", type=int, default=None,
+                    help="sims' --page-size (default: the sim's 1; 16, the gateway's page, when --kv-events has on: "
+                         "the exact index needs the workers' page size to match --prefix-page-size)")
+    ap.add_argument("--groups", type=int, default=None, help="shared-prefix groups (default 64; 16 with --quick)")
+    ap.add_argument("--prompts-per-group", type=int, default=None, help="default 16 (4 with --quick)")
+    ap.add_argument("--system-len", type=int, default=None, help="system prompt tokens (default 2048; 1024 --quick)")
     ap.add_argument("--gateway-args", default="",
                     help="extra flags for every `switchboard serve`, e.g. \"--load-poll-interval-ms 0\" (default: none)")
     args = ap.parse_args()
@@ -669,6 +757,16 @@ def main():
     else:
         w = dict(groups=64, prompts_per_group=16, system_len=2048, question_len=128, zipf_requests=1024)
     w["output_len"] = args.output_len
+    for key in ("groups", "prompts_per_group", "system_len"):
+        if getattr(args, key) is not None:
+            w[key] = getattr(args, key)
+    kv_modes = []
+    for m in (x.strip() for x in args.kv_events.split(",") if x.strip()):
+        if m not in ("off", "on"):
+            ap.error(f"unknown --kv-events mode {m}")
+        kv_modes.append(m == "on")
+    if any(kv_modes) and args.sim_page_size is None:
+        args.sim_page_size = 16
     per_group = w["system_len"] + w["prompts_per_group"] * (w["question_len"] + w["output_len"])
     groups_per_sim = w["groups"] // args.workers
     if args.kv_capacity is None:
@@ -701,7 +799,7 @@ def main():
     log(f"machine: {machine}")
     log(f"this script: {' '.join(shlex.quote(a) for a in [sys.executable] + sys.argv)}")
     log(f"workload: {w}; sims: --kv-capacity-tokens {args.kv_capacity} (= {groups_per_sim} groups x {per_group}), "
-        f"--time-scale {args.time_scale}; concurrency {args.concurrency}; seed {args.seed}; zipf s={args.zipf_s}")
+        f"--page-size {args.sim_page_size or 1}, --time-scale {args.time_scale}; concurrency {args.concurrency}; seed {args.seed}; zipf s={args.zipf_s}")
 
     for wl in workloads:
         if wl not in ("gsp", "gsp_ids", "zipf"):
@@ -730,8 +828,9 @@ def main():
                         log(f"\n=== {workload}-{policy}-{front}: skipped (several replicas: only the script's own "
                             f"client spreads requests, and only Switchboard policies)")
                         continue
-                    rows.append(one_config(policy, workload, args, str(binary), smg_bin and str(smg_bin), home,
-                                           logroot, plan, front))
+                    for kv_events in kv_modes if policy != "smg" else [False]:
+                        rows.append(one_config(policy, workload, args, str(binary), smg_bin and str(smg_bin), home,
+                                               logroot, plan, front, kv_events))
     finally:
         if not args.log_dir:
             import shutil
@@ -742,7 +841,8 @@ def main():
     report.append(f"Machine: nproc {machine['nproc']}, {machine['cpu']}, {machine['platform']}; date {machine['date']}; "
                   f"commit {machine['git']}")
     report.append(f"Sims: {args.workers} x `switchboard sim --kv-capacity-tokens {args.kv_capacity} --time-scale "
-                  f"{args.time_scale:g}` (fresh per row); concurrency {args.concurrency}; seed {args.seed}.")
+                  f"{args.time_scale:g}" + (f" --page-size {args.sim_page_size}" if args.sim_page_size else "")
+                  + f"` (fresh per row; with KV events also --kv-events-config); concurrency {args.concurrency}; seed {args.seed}.")
     if args.gateway_args:
         report.append(f"Every `switchboard serve` also got: `{args.gateway_args}`.")
     if "gsp" in workloads:
@@ -781,6 +881,7 @@ def main():
                      "time_scale": args.time_scale, "concurrency": args.concurrency, "seed": args.seed,
                      "zipf_s": args.zipf_s, "policies": policies, "workloads": workloads,
                      "replicas": args.replicas, "fronts": fronts, "gateway_args": args.gateway_args,
+                     "kv_events": args.kv_events, "sim_page_size": args.sim_page_size,
                      "cached_share_counts": "all requests the sims served, incl. bench_serving's 1 warm-up",
                      "ttft_units": "ttft_*_ms: client wall clock (scaled sim time); ttft_*_model_ms = wall / time_scale"},
         "results": rows,

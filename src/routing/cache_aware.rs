@@ -118,7 +118,13 @@ impl Policy for CacheAware {
         let min_load = least_loaded(&loads, start, |_| true)?;
 
         let hashes = self.index.page_hashes(req.prompt_ids);
-        let cached = Cached::lookup(&self.index, self.kv.as_deref(), req.prompt_ids, &hashes);
+        let cached = Cached::lookup(
+            &self.index,
+            self.kv.as_deref(),
+            req.prompt_ids,
+            &hashes,
+            workers,
+        );
         // Matched tokens per worker.
         let depth: Vec<usize> = workers.iter().map(|w| cached.tokens(w.id)).collect();
         let deepest = depth.iter().copied().max().unwrap_or(0);

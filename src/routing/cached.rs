@@ -1,10 +1,13 @@
 //! How many of a prompt's tokens each worker holds: exactly, from the KV-event index, for a
 //! worker whose view is in sync; otherwise the approximate index's guess (what this gateway
-//! routed there).
+//! routed there). The approximate index is neither matched nor taught for covered workers: it
+//! only stands in for them while their views rebuild, learning from then on.
+
+use std::sync::Arc;
 
 use super::prefix_index::{pages_for, PrefixIndex};
 use crate::workers::kv_events::{ExactMatch, KvIndex};
-use crate::workers::WorkerId;
+use crate::workers::{Worker, WorkerId};
 
 pub struct Cached {
     approx: Vec<(WorkerId, usize)>,
@@ -13,19 +16,27 @@ pub struct Cached {
 }
 
 impl Cached {
-    /// `hashes`: the prompt's page keys in `index`'s page size.
+    /// `hashes`: the prompt's page keys in `index`'s page size; `workers`: the candidates.
     pub fn lookup(
         index: &PrefixIndex,
         kv: Option<&KvIndex>,
         prompt: &[u32],
         hashes: &[u64],
+        workers: &[&Arc<Worker>],
     ) -> Cached {
         let exact = kv.and_then(|kv| {
             let same = kv.block_size() == index.page_size();
             kv.lookup(prompt, same.then_some(hashes))
         });
+        let all_exact = exact
+            .as_ref()
+            .is_some_and(|e| workers.iter().all(|w| e.covers(w.id)));
         Cached {
-            approx: index.match_pages(hashes),
+            approx: if all_exact {
+                Vec::new()
+            } else {
+                index.match_pages(hashes)
+            },
             page_size: index.page_size(),
             exact,
         }
@@ -38,11 +49,12 @@ impl Cached {
             .unwrap_or_else(|| pages_for(&self.approx, w) * self.page_size)
     }
 
-    /// The prompt goes to `w`: both indexes learn it (the exact one until its events arrive).
+    /// The prompt goes to `w`: the exact index credits it until its events arrive when `w` is
+    /// covered; otherwise the approximate index learns it.
     pub fn record(&self, index: &PrefixIndex, kv: Option<&KvIndex>, hashes: &[u64], w: WorkerId) {
-        index.insert(hashes, w);
-        if let (Some(kv), Some(exact)) = (kv, &self.exact) {
-            kv.speculate(exact, w);
+        match (kv, &self.exact) {
+            (Some(kv), Some(exact)) if exact.covers(w) => kv.speculate(exact, w),
+            _ => index.insert(hashes, w),
         }
     }
 }

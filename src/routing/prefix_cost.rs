@@ -88,7 +88,13 @@ impl Policy for PrefixCost {
             return None;
         }
         let hashes = self.index.page_hashes(req.prompt_ids);
-        let cached = Cached::lookup(&self.index, self.kv.as_deref(), req.prompt_ids, &hashes);
+        let cached = Cached::lookup(
+            &self.index,
+            self.kv.as_deref(),
+            req.prompt_ids,
+            &hashes,
+            workers,
+        );
         let prompt = req.prompt_ids.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         // (cost, decode, queued, index, cached); strict `<` keeps the first in rotation order.
@@ -202,6 +208,25 @@ mod tests {
         p.on_workers_changed(&[ws[(home + 1) % 3].id, ws[(home + 2) % 3].id]);
         assert_eq!(pick(&p, &prompt(5, 1), &refs).predicted_cached, 0);
         assert_eq!(p.pick(&RouteRequest::default(), &[]), None);
+    }
+
+    #[test]
+    fn only_workers_without_events_teach_the_approximate_index() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let kv = Arc::new(KvIndex::new(16, 1 << 20));
+        kv.open_view(ws[0].id, 0, usize::MAX);
+        kv.mark_fresh(ws[0].id, 0, std::time::Instant::now());
+        let p = policy().with_kv_index(Some(Arc::clone(&kv)));
+        let mut routed = [0usize; 2];
+        for g in 0..8 {
+            let pk = pick(&p, &prompt(g, g), &refs);
+            routed[pk.index] += 1;
+        }
+        assert!(routed[0] > 0 && routed[1] > 0, "{routed:?}");
+        // 136 pages per prompt: the covered worker's are speculative credits, the other's guesses.
+        assert_eq!(p.index().size().entries, 136 * routed[1]);
+        assert_eq!(kv.speculative(), 136 * routed[0]);
     }
 
     #[test]

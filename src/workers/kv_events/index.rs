@@ -5,9 +5,11 @@
 //!   pages are then looked up with the same cheap chained hash the approximate index uses (no
 //!   SHA-256 on the request path), and a block whose parent this view never saw is detected.
 //!   Each (worker, DP rank) view maps engine hash → key, for removals.
-//! - **Holders.** Key → the workers holding it (a count per worker: DP ranks may hold the same
-//!   block), in `SHARDS` mutex-guarded shards, matched like the approximate index: consecutive
-//!   pages from the first.
+//! - **Holders.** One map entry per key ([`blocks`]) holds a mark per view holding the block
+//!   and per worker speculatively credited with it, so a match costs one lookup per page. Views
+//!   are numbered (slots) and a match walks the prompt's pages from the first with a bit set of
+//!   the covered slots still matching, stopping at the first page none of them holds. The whole
+//!   index is behind one read-write lock: a match takes it once.
 //! - **Freshness.** A worker is *covered* (routed on this index instead of the approximate one)
 //!   once every view of it is in sync: from `fresh_from` on. A view that lost events is cleared
 //!   and given a rebuild period, during which the approximate index stands in.
@@ -16,39 +18,58 @@
 //!   not scatter; the event (or the deadline) retires the entry.
 //! - **Bound.** Each view holds at most its worker's KV capacity in blocks, and all views at
 //!   most `max_blocks`; a view that would pass either is inconsistent with its engine (or the
-//!   cap is too small): it is cleared and marked stale, and rebuilt.
+//!   cap is too small): it is cleared and marked stale, and rebuilt. Speculative credits are
+//!   at most a quarter of `max_blocks` (expired ones are swept first; past the cap a prompt is
+//!   not credited). So the map holds at most 1.25 × `max_blocks` marks; `benches/routing.rs`
+//!   measures the bytes per indexed block.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use parking_lot::RwLock;
 use smallvec::SmallVec;
 
 use super::wire::Stored;
-use crate::workers::page_key::{hash_page, PassThrough};
+use crate::workers::page_key::hash_page;
 use crate::workers::WorkerId;
 
-const SHARDS: usize = 32;
+mod blocks;
+mod exact_match;
+use blocks::{Blocks, Slot, SlotSet, TICKS_PER_SEC};
+pub use exact_match::ExactMatch;
+
 /// How long a routed prompt counts as cached on its worker before its events arrive.
 pub const SPECULATION_TTL: Duration = Duration::from_secs(3);
 
-type Holders = SmallVec<[(WorkerId, u32); 2]>;
-type Speculated = SmallVec<[(WorkerId, Instant); 2]>;
-type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
-
-#[derive(Default)]
-struct Shard {
-    holders: KeyMap<Holders>,
-    speculated: KeyMap<Speculated>,
-}
-
 /// One (worker, DP rank) publisher's blocks.
 struct View {
+    /// Engine hash → page key, for removals.
     blocks: HashMap<i64, u64>,
     capacity_blocks: usize,
     fresh_from: Instant,
+    slot: Slot,
+}
+
+/// A worker's views as a match sees them: covered from `from` on (all views in sync).
+struct WorkerViews {
+    id: WorkerId,
+    from: Instant,
+    /// Its views' slots in rank order.
+    slots: SmallVec<[Slot; 2]>,
+}
+
+#[derive(Default)]
+struct Inner {
+    blocks: Blocks,
+    views: HashMap<(WorkerId, u32), View>,
+    /// Sorted by id.
+    workers: Vec<WorkerViews>,
+    /// Slot → the worker whose view has it; `None` when free.
+    owners: Vec<Option<WorkerId>>,
+    /// Freed slots and when: reused only after the speculation TTL, so a new view never
+    /// inherits its predecessor's speculation.
+    freed: Vec<(Slot, Instant)>,
+    last_sweep: Option<u32>,
 }
 
 /// What applying a stored block did.
@@ -65,38 +86,67 @@ pub enum Applied {
     Skipped,
 }
 
+/// One lock for the whole index: a match takes it once and walks its pages without further
+/// atomics (so the CPU overlaps their cache misses); events and speculation take it to write,
+/// briefly.
 pub struct KvIndex {
     block_size: usize,
     max_blocks: usize,
-    entries: AtomicUsize,
-    shards: Box<[Mutex<Shard>]>,
-    views: Mutex<HashMap<(WorkerId, u32), View>>,
-    /// Per worker: when all its views are in sync (the latest `fresh_from`); read per pick.
-    coverage: Mutex<HashMap<WorkerId, Instant>>,
+    epoch: Instant,
+    inner: RwLock<Inner>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+fn clear(blocks: &mut Blocks, view: &mut View) {
+    let slot = view.slot;
+    for (_, key) in view.blocks.drain() {
+        blocks.release(key, slot);
+    }
 }
 
-/// A prompt matched against the index: cached tokens per covered worker.
-#[derive(Debug, Default)]
-pub struct ExactMatch {
-    covered: SmallVec<[WorkerId; 8]>,
-    pages: Vec<(WorkerId, usize)>,
-    block_size: usize,
-    keys: Vec<u64>,
-}
+impl Inner {
+    fn alloc_slot(&mut self, w: WorkerId, now: Instant) -> Option<Slot> {
+        let reusable = self
+            .freed
+            .iter()
+            .position(|(_, at)| now.saturating_duration_since(*at) >= SPECULATION_TTL);
+        let slot = match reusable {
+            Some(i) => self.freed.swap_remove(i).0,
+            None => {
+                let slot = Slot::try_from(self.owners.len()).ok()?;
+                self.owners.push(None);
+                slot
+            }
+        };
+        if let Some(o) = self.owners.get_mut(usize::from(slot)) {
+            *o = Some(w);
+        }
+        Some(slot)
+    }
 
-impl ExactMatch {
-    /// Cached tokens on `w`, or `None` when `w` is not covered (use the approximate index).
-    pub fn cached_tokens(&self, w: WorkerId) -> Option<usize> {
-        self.covered.contains(&w).then(|| {
-            self.pages
-                .iter()
-                .find(|e| e.0 == w)
-                .map_or(0, |e| e.1 * self.block_size)
-        })
+    fn update_coverage(&mut self, w: WorkerId) {
+        let mut mine: SmallVec<[(u32, Slot, Instant); 2]> = self
+            .views
+            .iter()
+            .filter(|(k, _)| k.0 == w)
+            .map(|(k, v)| (k.1, v.slot, v.fresh_from))
+            .collect();
+        mine.sort_unstable_by_key(|e| e.0);
+        let at = self.workers.binary_search_by_key(&w, |c| c.id);
+        let Some(from) = mine.iter().map(|e| e.2).max() else {
+            if let Ok(i) = at {
+                self.workers.remove(i);
+            }
+            return;
+        };
+        let entry = WorkerViews {
+            id: w,
+            from,
+            slots: mine.iter().map(|e| e.1).collect(),
+        };
+        match at {
+            Ok(i) => self.workers[i] = entry,
+            Err(i) => self.workers.insert(i, entry),
+        }
     }
 }
 
@@ -107,10 +157,8 @@ impl KvIndex {
         KvIndex {
             block_size: block_size.max(1),
             max_blocks,
-            entries: AtomicUsize::new(0),
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            views: Mutex::default(),
-            coverage: Mutex::default(),
+            epoch: Instant::now(),
+            inner: RwLock::default(),
         }
     }
 
@@ -120,117 +168,116 @@ impl KvIndex {
 
     /// (block, view) entries held now.
     pub fn entries(&self) -> usize {
-        self.entries.load(Ordering::Relaxed)
+        self.inner.read().blocks.held
     }
 
-    fn shard(&self, key: u64) -> MutexGuard<'_, Shard> {
-        lock(&self.shards[(key >> 32) as usize % SHARDS])
+    /// Speculative (block, worker) credits at most: a quarter of the cap.
+    pub fn max_speculative(&self) -> usize {
+        (self.max_blocks / 4).max(1)
+    }
+
+    fn tick(&self, at: Instant) -> u32 {
+        let d = at.saturating_duration_since(self.epoch);
+        let sub = u64::from(d.subsec_nanos()) * TICKS_PER_SEC / 1_000_000_000;
+        // Truncation wraps; deadlines compare with wrapping arithmetic.
+        (d.as_secs().wrapping_mul(TICKS_PER_SEC) + sub) as u32
     }
 
     /// Starts (or restarts) a view, empty and not yet in sync.
     pub fn open_view(&self, w: WorkerId, rank: u32, capacity_blocks: usize) {
-        let mut views = lock(&self.views);
-        let view = views.entry((w, rank)).or_insert_with(|| View {
-            blocks: HashMap::new(),
-            capacity_blocks,
-            fresh_from: far_future(),
-        });
-        view.capacity_blocks = capacity_blocks;
-        self.clear(w, view);
-        view.fresh_from = far_future();
-        self.update_coverage(w, &views);
+        let mut guard = self.inner.write();
+        let inner = &mut *guard;
+        if !inner.views.contains_key(&(w, rank)) {
+            let Some(slot) = inner.alloc_slot(w, Instant::now()) else {
+                tracing::warn!(
+                    worker = w.0,
+                    rank,
+                    "kv events: no slot left for another view"
+                );
+                return;
+            };
+            let view = View {
+                blocks: HashMap::new(),
+                capacity_blocks,
+                fresh_from: far_future(),
+                slot,
+            };
+            inner.views.insert((w, rank), view);
+        }
+        if let Some(view) = inner.views.get_mut(&(w, rank)) {
+            view.capacity_blocks = capacity_blocks;
+            clear(&mut inner.blocks, view);
+            view.fresh_from = far_future();
+        }
+        inner.update_coverage(w);
     }
 
     /// The view is in sync with its publisher (from `at` on).
     pub fn mark_fresh(&self, w: WorkerId, rank: u32, at: Instant) {
-        let mut views = lock(&self.views);
-        if let Some(v) = views.get_mut(&(w, rank)) {
+        let mut inner = self.inner.write();
+        if let Some(v) = inner.views.get_mut(&(w, rank)) {
             v.fresh_from = at;
         }
-        self.update_coverage(w, &views);
+        inner.update_coverage(w);
     }
 
     /// Events were lost: forget the view's blocks and rebuild for `rebuild` before routing on it.
     pub fn mark_stale(&self, w: WorkerId, rank: u32, rebuild: Duration) {
-        let mut views = lock(&self.views);
-        if let Some(v) = views.get_mut(&(w, rank)) {
-            self.clear(w, v);
+        let mut guard = self.inner.write();
+        let inner = &mut *guard;
+        if let Some(v) = inner.views.get_mut(&(w, rank)) {
+            clear(&mut inner.blocks, v);
             v.fresh_from = Instant::now() + rebuild;
         }
-        self.update_coverage(w, &views);
+        inner.update_coverage(w);
     }
 
     /// `AllBlocksCleared`, or a publisher restart (a new engine starts empty).
     pub fn clear_view(&self, w: WorkerId, rank: u32) {
-        let mut views = lock(&self.views);
-        if let Some(v) = views.get_mut(&(w, rank)) {
-            self.clear(w, v);
+        let mut guard = self.inner.write();
+        let inner = &mut *guard;
+        if let Some(v) = inner.views.get_mut(&(w, rank)) {
+            clear(&mut inner.blocks, v);
         }
     }
 
     /// The worker left: every view of it goes.
     pub fn drop_worker(&self, w: WorkerId) {
-        let mut views = lock(&self.views);
-        let ranks: Vec<(WorkerId, u32)> = views.keys().filter(|k| k.0 == w).copied().collect();
+        let mut guard = self.inner.write();
+        let inner = &mut *guard;
+        let now = Instant::now();
+        let ranks: Vec<(WorkerId, u32)> =
+            inner.views.keys().filter(|k| k.0 == w).copied().collect();
         for k in ranks {
-            if let Some(mut v) = views.remove(&k) {
-                self.clear(w, &mut v);
+            if let Some(mut v) = inner.views.remove(&k) {
+                clear(&mut inner.blocks, &mut v);
+                if let Some(o) = inner.owners.get_mut(usize::from(v.slot)) {
+                    *o = None;
+                }
+                inner.freed.push((v.slot, now));
             }
         }
-        lock(&self.coverage).remove(&w);
+        inner.update_coverage(w);
     }
 
     /// Workers with a view, and whether each is covered now.
     pub fn workers(&self) -> Vec<(WorkerId, bool)> {
         let now = Instant::now();
-        lock(&self.coverage)
+        self.inner
+            .read()
+            .workers
             .iter()
-            .map(|(w, from)| (*w, *from <= now))
+            .map(|c| (c.id, c.from <= now))
             .collect()
     }
 
     /// Blocks held per view, summed per worker.
     pub fn blocks_per_worker(&self) -> Vec<(WorkerId, usize)> {
         let mut out: HashMap<WorkerId, usize> = HashMap::new();
-        for ((w, _), v) in lock(&self.views).iter() {
+        for ((w, _), v) in self.inner.read().views.iter() {
             *out.entry(*w).or_default() += v.blocks.len();
         }
         out.into_iter().collect()
-    }
-
-    fn update_coverage(&self, w: WorkerId, views: &HashMap<(WorkerId, u32), View>) {
-        let latest = views
-            .iter()
-            .filter(|(k, _)| k.0 == w)
-            .map(|(_, v)| v.fresh_from)
-            .max();
-        let mut coverage = lock(&self.coverage);
-        match latest {
-            Some(t) => coverage.insert(w, t),
-            None => coverage.remove(&w),
-        };
-    }
-
-    fn clear(&self, w: WorkerId, view: &mut View) {
-        for (_, key) in view.blocks.drain() {
-            self.release(key, w);
-        }
-    }
-
-    fn release(&self, key: u64, w: WorkerId) {
-        let mut shard = self.shard(key);
-        if let Some(holders) = shard.holders.get_mut(&key) {
-            if let Some(i) = holders.iter().position(|h| h.0 == w) {
-                holders[i].1 -= 1;
-                if holders[i].1 == 0 {
-                    holders.remove(i);
-                }
-                self.entries.fetch_sub(1, Ordering::Relaxed);
-            }
-            if holders.is_empty() {
-                shard.holders.remove(&key);
-            }
-        }
     }
 
     /// One `BlockStored` event: its pages, each chained onto the one before.
@@ -238,7 +285,13 @@ impl KvIndex {
         if ev.block_size != self.block_size || !ev.device_tier {
             return Applied::Skipped;
         }
-        let mut views = lock(&self.views);
+        let mut guard = self.inner.write();
+        let Inner {
+            blocks,
+            views,
+            owners,
+            ..
+        } = &mut *guard;
         let Some(view) = views.get_mut(&(w, rank)) else {
             return Applied::Skipped;
         };
@@ -249,6 +302,7 @@ impl KvIndex {
                 None => return Applied::Orphan,
             },
         };
+        let same_worker = |s: Slot| owners.get(usize::from(s)).copied().flatten() == Some(w);
         let mut outcome = Applied::Known;
         for (hash, page) in ev
             .hashes
@@ -260,22 +314,13 @@ impl KvIndex {
             if view.blocks.insert(*hash, key).is_some() {
                 continue;
             }
-            let total = self.entries.fetch_add(1, Ordering::Relaxed) + 1;
-            if view.blocks.len() > view.capacity_blocks || total > self.max_blocks {
-                self.entries.fetch_sub(1, Ordering::Relaxed);
+            if view.blocks.len() > view.capacity_blocks || blocks.held >= self.max_blocks {
                 view.blocks.remove(hash);
-                self.clear(w, view);
+                clear(blocks, view);
                 return Applied::Overflow;
             }
-            let mut shard = self.shard(key);
-            let holders = shard.holders.entry(key).or_default();
-            match holders.iter_mut().find(|h| h.0 == w) {
-                Some(h) => h.1 += 1,
-                None => holders.push((w, 1)),
-            }
-            if let Some(s) = shard.speculated.get_mut(&key) {
-                s.retain(|e| e.0 != w);
-            }
+            // The event retires the worker's speculation on this block.
+            blocks.hold(key, view.slot, same_worker);
             outcome = Applied::Indexed;
         }
         outcome
@@ -283,13 +328,14 @@ impl KvIndex {
 
     /// One `BlockRemoved` event; unknown hashes (never indexed) are ignored.
     pub fn remove(&self, w: WorkerId, rank: u32, hashes: &[i64]) {
-        let mut views = lock(&self.views);
+        let mut guard = self.inner.write();
+        let Inner { blocks, views, .. } = &mut *guard;
         let Some(view) = views.get_mut(&(w, rank)) else {
             return;
         };
         for h in hashes {
             if let Some(key) = view.blocks.remove(h) {
-                self.release(key, w);
+                blocks.release(key, view.slot);
             }
         }
     }
@@ -297,92 +343,86 @@ impl KvIndex {
     /// Matches a prompt; `keys` are its page keys when the caller already hashed it with this
     /// block size. `None` when no worker is covered.
     pub fn lookup(&self, prompt: &[u32], keys: Option<&[u64]>) -> Option<ExactMatch> {
-        let now = Instant::now();
-        let covered: SmallVec<[WorkerId; 8]> = lock(&self.coverage)
-            .iter()
-            .filter(|(_, from)| **from <= now)
-            .map(|(w, _)| *w)
-            .collect();
-        if covered.is_empty() {
-            return None;
-        }
         let keys = match keys {
             Some(k) => k.to_vec(),
             None => page_keys(prompt, self.block_size),
         };
-        let mut pages: Vec<(WorkerId, usize)> = Vec::new();
-        for (depth, key) in keys.iter().enumerate() {
-            let mut here: SmallVec<[WorkerId; 8]> = SmallVec::new();
-            {
-                let shard = self.shard(*key);
-                if let Some(h) = shard.holders.get(key) {
-                    here.extend(h.iter().map(|e| e.0));
-                }
-                if let Some(s) = shard.speculated.get(key) {
-                    here.extend(s.iter().filter(|e| e.1 > now).map(|e| e.0));
-                }
-            }
-            if depth == 0 {
-                here.sort_unstable();
-                here.dedup();
-                pages.extend(here.iter().map(|w| (*w, 1)));
-            } else {
-                let mut alive = false;
-                for e in pages.iter_mut().filter(|e| e.1 == depth) {
-                    if here.contains(&e.0) {
-                        e.1 += 1;
-                        alive = true;
-                    }
-                }
-                if !alive {
-                    break;
-                }
-            }
-            if pages.is_empty() {
-                break;
-            }
+        let now = Instant::now();
+        let inner = self.inner.read();
+        let slots = inner.owners.len();
+        let mut start = SlotSet::with_capacity(slots);
+        let covered = || inner.workers.iter().filter(|c| c.from <= now);
+        for c in covered() {
+            c.slots.iter().for_each(|s| start.insert(*s));
         }
-        Some(ExactMatch {
-            covered,
+        let mut depth: SmallVec<[u32; 64]> = SmallVec::from_elem(0, slots);
+        inner.blocks.walk(&keys, &start, self.tick(now), &mut depth);
+        // A worker with several DP ranks gets its best rank's match: a request lands on one.
+        let pages: SmallVec<[(WorkerId, u32, Slot); 8]> = covered()
+            .map(|c| {
+                let best = c
+                    .slots
+                    .iter()
+                    .filter_map(|s| Some((*depth.get(usize::from(*s))?, *s)))
+                    .max_by_key(|e| e.0);
+                let (pages, slot) = best.unwrap_or((0, 0));
+                (c.id, pages, slot)
+            })
+            .collect();
+        (!pages.is_empty()).then(|| ExactMatch {
             pages,
             block_size: self.block_size,
             keys,
         })
     }
 
-    /// Credits `w` with the matched prompt's pages until its events arrive (or the TTL ends).
+    /// Credits `w` with the matched prompt's pages it lacks until their events arrive (or the
+    /// TTL ends), on the view that matched the most: that view then matches the whole prompt.
+    /// Pages it already matched are left as they are (no refresh): touching every page of every
+    /// routed prompt would cost a cache miss per page.
     pub fn speculate(&self, m: &ExactMatch, w: WorkerId) {
-        if !m.covered.contains(&w) {
+        let Some(&(_, matched, slot)) = m
+            .pages
+            .binary_search_by_key(&w, |e| e.0)
+            .ok()
+            .and_then(|i| m.pages.get(i))
+        else {
             return;
+        };
+        let now = Instant::now();
+        let (tick, deadline) = (self.tick(now), self.tick(now + SPECULATION_TTL));
+        let cap = self.max_speculative();
+        let mut guard = self.inner.write();
+        let inner = &mut *guard;
+        if inner.owners.get(usize::from(slot)).copied().flatten() != Some(w) {
+            return; // its view went since the match
         }
-        let until = Instant::now() + SPECULATION_TTL;
-        // The speculative entries stay within the index's cap: expired ones are dropped first.
-        let per_shard = (self.max_blocks / SHARDS).max(1);
-        for key in &m.keys {
-            let mut shard = self.shard(*key);
-            if shard
-                .holders
-                .get(key)
-                .is_some_and(|h| h.iter().any(|e| e.0 == w))
-            {
-                continue;
-            }
-            if shard.speculated.len() >= per_shard {
-                let now = Instant::now();
-                shard.speculated.retain(|_, s| {
-                    s.retain(|e| e.1 > now);
-                    !s.is_empty()
-                });
-                if shard.speculated.len() >= per_shard {
-                    continue;
-                }
-            }
-            let s = shard.speculated.entry(*key).or_default();
-            match s.iter_mut().find(|e| e.0 == w) {
-                Some(e) => e.1 = until,
-                None => s.push((w, until)),
+        // At the cap, expired marks go first (a full sweep, at most once per TTL).
+        let ttl_ticks = (SPECULATION_TTL.as_secs() * TICKS_PER_SEC) as u32;
+        if inner.blocks.speculative >= cap
+            && inner
+                .last_sweep
+                .is_none_or(|t| tick.wrapping_sub(t) >= ttl_ticks)
+        {
+            inner.blocks.sweep(tick);
+            inner.last_sweep = Some(tick);
+        }
+        // In page order, stopping at the cap: a credited prefix stays a prefix.
+        for key in m.keys.iter().skip(matched as usize) {
+            if !inner.blocks.speculate(*key, slot, deadline, tick, cap) {
+                break;
             }
         }
+    }
+
+    /// Speculative credits held now (live or expired, until swept).
+    pub fn speculative(&self) -> usize {
+        self.inner.read().blocks.speculative
+    }
+
+    #[cfg(test)]
+    fn distinct_keys(&self) -> usize {
+        self.inner.read().blocks.keys()
     }
 }
 
