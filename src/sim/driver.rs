@@ -38,14 +38,40 @@ struct Core {
     engine: Engine,
     subscribers: HashMap<RequestId, Subscriber>,
     /// Requests whose rid a later request took over (0.5.9): they run on, heard by nobody, and
-    /// their handler waits on a channel that stays open until its client leaves.
-    orphans: HashMap<RequestId, mpsc::UnboundedSender<Progress>>,
+    /// their handler waits on a channel that stays open until its client leaves. An abort of
+    /// their rid still reaches them in the scheduler.
+    orphans: HashMap<RequestId, Subscriber>,
     next_id: u64,
     /// `--kv-events-config`: where each step's KV events go.
     kv_events: Option<EventSink>,
 }
 
 impl Core {
+    /// [`Driver::abort_by_rid`]. An orphan is aborted silently: its output would go to the
+    /// rid's new owner, which the same abort ends.
+    fn abort_by_rid(&mut self, rid_prefix: &str, all: bool) -> usize {
+        if !all && !self.subscribers.values().any(|s| s.rid == rid_prefix) {
+            return 0;
+        }
+        let matches = |s: &Subscriber| all || s.rid.starts_with(rid_prefix);
+        let ids: Vec<RequestId> = self
+            .subscribers
+            .iter()
+            .filter(|(_, s)| matches(s))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            self.engine.abort(*id);
+            if let Some(sub) = self.subscribers.remove(id) {
+                let _ = sub.tx.send(Progress::Aborted);
+            }
+        }
+        for (id, _) in self.orphans.iter().filter(|(_, s)| matches(s)) {
+            self.engine.abort(*id);
+        }
+        ids.len()
+    }
+
     /// One batch per step that changed the cache, as the scheduler publishes after each step.
     fn publish_kv_events(&mut self) {
         if let Some(sink) = &self.kv_events {
@@ -102,7 +128,13 @@ impl Drop for Ticket {
         if core.subscribers.remove(&self.id).is_some() {
             core.engine.abort(self.id);
         }
-        core.orphans.remove(&self.id);
+        // An orphan's client leaving makes 0.5.9's front end call `abort_request(rid)`: the rid
+        // is live (its new owner's), so the scheduler aborts every request under it, the new
+        // owner too (`tokenizer_manager.py::create_abort_task`, `_wait_one_response`).
+        if let Some(orphan) = core.orphans.remove(&self.id) {
+            core.engine.abort(self.id);
+            core.abort_by_rid(&orphan.rid, false);
+        }
     }
 }
 
@@ -152,7 +184,7 @@ impl Driver {
         same_rid: SameRid,
     ) -> Result<Ticket, SubmitError> {
         self.register(rid, same_rid, |engine, id| {
-            engine.check(&NewRequest {
+            engine.check_transferred(&NewRequest {
                 id,
                 prompt: prompt.to_vec(),
                 output: output.to_vec(),
@@ -213,7 +245,7 @@ impl Driver {
                     return Err(SubmitError::DuplicateRid(rid.to_owned()));
                 }
                 if let Some(sub) = core.subscribers.remove(&first) {
-                    core.orphans.insert(first, sub.tx);
+                    core.orphans.insert(first, sub);
                 }
             }
             let id = RequestId(core.next_id);
@@ -238,25 +270,9 @@ impl Driver {
 
     /// SGLang's front end passes an abort on only when that exact rid is live
     /// (`TokenizerManager.abort_request`); the scheduler then matches by prefix
-    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests.
+    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests and 0.5.9's orphans.
     pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
-        let mut core = self.lock();
-        if !all && !core.subscribers.values().any(|s| s.rid == rid_prefix) {
-            return 0;
-        }
-        let ids: Vec<RequestId> = core
-            .subscribers
-            .iter()
-            .filter(|(_, s)| all || s.rid.starts_with(rid_prefix))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &ids {
-            core.engine.abort(*id);
-            if let Some(sub) = core.subscribers.remove(id) {
-                let _ = sub.tx.send(Progress::Aborted);
-            }
-        }
-        ids.len()
+        self.lock().abort_by_rid(rid_prefix, all)
     }
 
     pub fn loads(&self) -> LoadSnapshot {

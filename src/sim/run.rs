@@ -48,6 +48,8 @@ pub struct Run {
     stalled: bool,
     /// Past `--fault-die-after-tokens`: the next read resets the connection.
     dying: bool,
+    /// The engine finished its prefill (a prefill-only request is then over).
+    prefilled: bool,
     /// Engine steps that gave this request tokens (prefill's first token, then one per decode
     /// round): SGLang's `spec_verify_ct` is this less one.
     token_steps: u64,
@@ -175,6 +177,7 @@ impl Run {
             last_token_at: None,
             stalled: false,
             dying: false,
+            prefilled: false,
             token_steps: 0,
             pd,
             failure: None,
@@ -219,7 +222,7 @@ impl Run {
         let new_tokens = produced - self.produced;
         self.record_latency(new_tokens);
         self.produced = produced;
-        if self.finished() && new_tokens > 0 {
+        if self.finished() && (new_tokens > 0 || self.plan.is_empty()) {
             if let Err(message) = self.hand_over_kv().await {
                 self.failure = Some((message, 500));
                 self.aborted = true;
@@ -255,6 +258,7 @@ impl Run {
                     .inc_by(cached_tokens as u64);
             }
             Progress::Tokens { produced, .. } => {
+                self.prefilled = true;
                 self.token_steps += 1;
                 *latest = Some(produced);
             }
@@ -315,8 +319,10 @@ impl Run {
         self.last_token_at = Some(now);
     }
 
+    /// Every planned token was told; a prefill-only request (`max_new_tokens: 0`, no tokens
+    /// planned) once its prefill ran.
     pub fn finished(&self) -> bool {
-        self.produced >= self.plan.len()
+        self.prefilled && self.produced >= self.plan.len()
     }
 
     /// Waits for the whole answer (non-streaming requests).

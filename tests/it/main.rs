@@ -35,6 +35,7 @@ mod retry_backoff;
 mod served_name;
 mod sglang_modes;
 mod sglang_refusals;
+mod sim_lifecycle;
 mod sim_logprobs;
 mod sim_openai_n;
 mod sim_script;
