@@ -187,7 +187,7 @@ def start_listening(procs, name, cmd, health, timeout=30):
 
 def start_sims(procs, binary, n, kv_capacity, time_scale):
     return [
-        start_listening(procs, f"sim{i}", [binary, "sim", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
+        start_listening(procs, f"sim{i}", [binary, "sim", "--enable-metrics", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
                                            "--time-scale", time_scale], "/health")
         for i in range(n)
     ]

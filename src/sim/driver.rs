@@ -8,7 +8,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::engine::{DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
+use super::engine::{
+    DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId, Step, StepKind,
+};
+use super::gauges::{GaugeCadence, Reported};
 use super::kv_events::publisher::EventSink;
 
 /// What a waiting handler hears about its request.
@@ -44,6 +47,8 @@ struct Core {
     next_id: u64,
     /// `--kv-events-config`: where each step's KV events go.
     kv_events: Option<EventSink>,
+    /// `--enable-metrics`: the load gauges as the scheduler last reported them.
+    gauges: Option<GaugeCadence>,
 }
 
 impl Core {
@@ -70,6 +75,29 @@ impl Core {
             self.engine.abort(*id);
         }
         ids.len()
+    }
+
+    /// The scheduler's stats logging after a step (`--enable-metrics` only: it costs a load
+    /// snapshot per prefill step).
+    fn report_gauges(&mut self, step: &Step) {
+        let Some(gauges) = self.gauges.as_mut() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        match step.kind {
+            StepKind::Prefill => {
+                let hit = step
+                    .events
+                    .iter()
+                    .map(|e| match e {
+                        Event::Started { cached_tokens, .. } => *cached_tokens,
+                        Event::Token { .. } => 0,
+                    })
+                    .sum();
+                gauges.prefill(&self.engine.loads(), hit, step.prefill_tokens, now);
+            }
+            StepKind::Decode => gauges.decode(|| self.engine.loads(), now),
+        }
     }
 
     /// One batch per step that changed the cache, as the scheduler publishes after each step.
@@ -147,6 +175,7 @@ impl Driver {
             orphans: HashMap::new(),
             next_id: 0,
             kv_events: None,
+            gauges: None,
         };
         let driver = Arc::new(Driver {
             core: Mutex::new(core),
@@ -295,6 +324,24 @@ impl Driver {
         flushed
     }
 
+    /// Follows SGLang's stats logging from now on (`--enable-metrics`): the load gauges change
+    /// only when the scheduler would report them (`sim::gauges`).
+    pub fn report_gauges(&self, version: super::version::SglangVersion) {
+        self.lock().gauges = Some(GaugeCadence::new(version, std::time::Instant::now()));
+    }
+
+    /// The load gauges as last reported (the idle check runs first); `None` unless
+    /// [`Driver::report_gauges`] was called.
+    pub fn reported_gauges(&self) -> Option<Reported> {
+        let mut core = self.lock();
+        let core = &mut *core;
+        let gauges = core.gauges.as_mut()?;
+        if core.engine.is_idle() {
+            gauges.idle(&core.engine.loads(), std::time::Instant::now());
+        }
+        Some(gauges.reported())
+    }
+
     /// Records the cache's KV events from now on and hands them to `sink` after each step.
     pub fn publish_kv_events(&self, sink: EventSink) {
         let mut core = self.lock();
@@ -310,6 +357,9 @@ impl Driver {
                 let mut core = self.lock();
                 let step = core.engine.step();
                 core.publish_kv_events();
+                if let Some(step) = &step {
+                    core.report_gauges(step);
+                }
                 step
             };
             let Some(step) = step else {

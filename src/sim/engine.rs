@@ -148,6 +148,8 @@ pub enum Event {
 pub struct Step {
     pub kind: StepKind,
     pub duration_us: f64,
+    /// Prompt tokens computed in this step (0 for a decode step).
+    pub prefill_tokens: usize,
     pub events: Vec<Event>,
 }
 

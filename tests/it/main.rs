@@ -37,6 +37,7 @@ mod sglang_modes;
 mod sglang_refusals;
 mod sim_lifecycle;
 mod sim_logprobs;
+mod sim_metrics;
 mod sim_openai_n;
 mod sim_script;
 mod sim_versions;

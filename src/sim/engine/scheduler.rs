@@ -101,6 +101,7 @@ impl Engine {
         Some(Step {
             kind: StepKind::Prefill,
             duration_us,
+            prefill_tokens: new_tokens,
             events,
         })
     }
@@ -194,6 +195,7 @@ impl Engine {
         Some(Step {
             kind: StepKind::Decode,
             duration_us,
+            prefill_tokens: 0,
             events,
         })
     }

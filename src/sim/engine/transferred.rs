@@ -91,6 +91,7 @@ impl Engine {
         Some(Step {
             kind: StepKind::Decode,
             duration_us: 0.0,
+            prefill_tokens: 0,
             events,
         })
     }
