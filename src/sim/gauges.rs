@@ -71,7 +71,7 @@ impl GaugeCadence {
     /// A decode batch ran; `loads` is asked for only when this batch logs.
     pub fn decode(&mut self, loads: impl FnOnce() -> LoadSnapshot, now: Instant) {
         self.decode_batches += 1;
-        if self.decode_batches % DECODE_LOG_INTERVAL != 0 {
+        if !self.decode_batches.is_multiple_of(DECODE_LOG_INTERVAL) {
             return;
         }
         let rate = match self.version {
