@@ -203,7 +203,7 @@ def start_sims(procs, binary, n, kv_capacity, time_scale, kv_events=False, page_
                                                   "replay_endpoint": f"tcp://*:{free_port()}"})]
 
     return [
-        start_listening(procs, f"sim{i}", [binary, "sim", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
+        start_listening(procs, f"sim{i}", [binary, "sim", "--enable-metrics", "--model-name", MODEL, "--kv-capacity-tokens", kv_capacity,
                                            "--time-scale", time_scale, *events(),
                                            *(["--page-size", page_size] if page_size else [])], "/health")
         for i in range(n)

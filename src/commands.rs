@@ -164,8 +164,8 @@ pub async fn demo(opts: DemoOptions) -> Result<(), String> {
     init_logging("info", false);
     let mut urls = Vec::new();
     for _ in 0..opts.workers.max(1) {
-        let sim_opts =
-            crate::sim::SimOptions::from_args_list(&["--port", "0"]).map_err(|e| e.to_string())?;
+        let sim_opts = crate::sim::SimOptions::from_args_list(&["--port", "0", "--enable-metrics"])
+            .map_err(|e| e.to_string())?;
         let sim = crate::sim::start(sim_opts)
             .await
             .map_err(|e| e.to_string())?;

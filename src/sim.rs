@@ -12,7 +12,7 @@
 //! - `script`: `POST /sim/script` rules that make the model say a given text.
 //! - `plan`: what one request will generate, decided up front from its prompt and sampling.
 //! - `faults`: fault knobs, set by flags or `POST /sim/faults`.
-//! - `metrics`: SGLang's Prometheus metrics.
+//! - `metrics`: SGLang's Prometheus metrics; `gauges`: when its load gauges change.
 //! - `driver`: runs the engine in real time and hands each request its tokens.
 //! - `shapes`: SGLang's OpenAI response objects, as serde structs.
 //! - `state`: what every handler shares.
@@ -30,6 +30,7 @@ mod background_hits;
 mod driver;
 pub mod engine;
 pub mod faults;
+mod gauges;
 mod generate;
 mod grpc;
 pub mod kv_events;
@@ -93,6 +94,9 @@ pub struct SimOptions {
     /// Send only `output_ids` from `/generate` (no `text`), as SGLang's `--skip-tokenizer-init`.
     #[arg(long)]
     pub skip_tokenizer_init: bool,
+    /// Serve `/metrics` (SGLang's `--enable-metrics`; without it the route is a 404).
+    #[arg(long)]
+    pub enable_metrics: bool,
     /// Report `prompt_tokens_details.cached_tokens` in OpenAI usage (SGLang's `--enable-cache-report`).
     #[arg(long)]
     pub enable_cache_report: bool,
@@ -278,7 +282,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         "stream_output": opts.incremental_streaming_output,
         "time_scale": opts.time_scale, "timing": config.timing,
         "disaggregation_mode": opts.pd.disaggregation_mode,
-        "kv_events_config": opts.kv_events_config,
+        "kv_events_config": opts.kv_events_config, "enable_metrics": opts.enable_metrics,
     });
     speculative_server_args(&mut server_args, config.speculative.as_ref());
     let config_spec = config.speculative;
@@ -301,6 +305,9 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
+    if opts.enable_metrics {
+        driver.report_gauges(opts.sglang_version);
+    }
     if let Some(json) = &opts.kv_events_config {
         if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
             let publisher = kv_events::publisher::PublisherOptions {
@@ -322,6 +329,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
             &opts.model_name,
             opts.sglang_version,
             config_spec.as_ref(),
+            opts.pd.disaggregation_mode,
         )?,
         context_length,
         version: opts.sglang_version,

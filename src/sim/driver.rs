@@ -8,7 +8,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::engine::{DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId};
+use super::engine::{
+    DecodeStats, Engine, Event, LoadSnapshot, NewRequest, Rejection, RequestId, Step, StepKind,
+};
+use super::gauges::{GaugeCadence, Reported};
 use super::kv_events::publisher::EventSink;
 
 /// What a waiting handler hears about its request.
@@ -38,14 +41,65 @@ struct Core {
     engine: Engine,
     subscribers: HashMap<RequestId, Subscriber>,
     /// Requests whose rid a later request took over (0.5.9): they run on, heard by nobody, and
-    /// their handler waits on a channel that stays open until its client leaves.
-    orphans: HashMap<RequestId, mpsc::UnboundedSender<Progress>>,
+    /// their handler waits on a channel that stays open until its client leaves. An abort of
+    /// their rid still reaches them in the scheduler.
+    orphans: HashMap<RequestId, Subscriber>,
     next_id: u64,
     /// `--kv-events-config`: where each step's KV events go.
     kv_events: Option<EventSink>,
+    /// `--enable-metrics`: the load gauges as the scheduler last reported them.
+    gauges: Option<GaugeCadence>,
 }
 
 impl Core {
+    /// [`Driver::abort_by_rid`]. An orphan is aborted silently: its output would go to the
+    /// rid's new owner, which the same abort ends.
+    fn abort_by_rid(&mut self, rid_prefix: &str, all: bool) -> usize {
+        if !all && !self.subscribers.values().any(|s| s.rid == rid_prefix) {
+            return 0;
+        }
+        let matches = |s: &Subscriber| all || s.rid.starts_with(rid_prefix);
+        let ids: Vec<RequestId> = self
+            .subscribers
+            .iter()
+            .filter(|(_, s)| matches(s))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            self.engine.abort(*id);
+            if let Some(sub) = self.subscribers.remove(id) {
+                let _ = sub.tx.send(Progress::Aborted);
+            }
+        }
+        for (id, _) in self.orphans.iter().filter(|(_, s)| matches(s)) {
+            self.engine.abort(*id);
+        }
+        ids.len()
+    }
+
+    /// The scheduler's stats logging after a step (`--enable-metrics` only: it costs a load
+    /// snapshot per prefill step).
+    fn report_gauges(&mut self, step: &Step) {
+        let Some(gauges) = self.gauges.as_mut() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        match step.kind {
+            StepKind::Prefill => {
+                let hit = step
+                    .events
+                    .iter()
+                    .map(|e| match e {
+                        Event::Started { cached_tokens, .. } => *cached_tokens,
+                        Event::Token { .. } => 0,
+                    })
+                    .sum();
+                gauges.prefill(&self.engine.loads(), hit, step.prefill_tokens, now);
+            }
+            StepKind::Decode => gauges.decode(|| self.engine.loads(), now),
+        }
+    }
+
     /// One batch per step that changed the cache, as the scheduler publishes after each step.
     fn publish_kv_events(&mut self) {
         if let Some(sink) = &self.kv_events {
@@ -102,7 +156,13 @@ impl Drop for Ticket {
         if core.subscribers.remove(&self.id).is_some() {
             core.engine.abort(self.id);
         }
-        core.orphans.remove(&self.id);
+        // An orphan's client leaving makes 0.5.9's front end call `abort_request(rid)`: the rid
+        // is live (its new owner's), so the scheduler aborts every request under it, the new
+        // owner too (`tokenizer_manager.py::create_abort_task`, `_wait_one_response`).
+        if let Some(orphan) = core.orphans.remove(&self.id) {
+            core.engine.abort(self.id);
+            core.abort_by_rid(&orphan.rid, false);
+        }
     }
 }
 
@@ -115,6 +175,7 @@ impl Driver {
             orphans: HashMap::new(),
             next_id: 0,
             kv_events: None,
+            gauges: None,
         };
         let driver = Arc::new(Driver {
             core: Mutex::new(core),
@@ -152,7 +213,7 @@ impl Driver {
         same_rid: SameRid,
     ) -> Result<Ticket, SubmitError> {
         self.register(rid, same_rid, |engine, id| {
-            engine.check(&NewRequest {
+            engine.check_transferred(&NewRequest {
                 id,
                 prompt: prompt.to_vec(),
                 output: output.to_vec(),
@@ -213,7 +274,7 @@ impl Driver {
                     return Err(SubmitError::DuplicateRid(rid.to_owned()));
                 }
                 if let Some(sub) = core.subscribers.remove(&first) {
-                    core.orphans.insert(first, sub.tx);
+                    core.orphans.insert(first, sub);
                 }
             }
             let id = RequestId(core.next_id);
@@ -238,25 +299,9 @@ impl Driver {
 
     /// SGLang's front end passes an abort on only when that exact rid is live
     /// (`TokenizerManager.abort_request`); the scheduler then matches by prefix
-    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests.
+    /// (`Scheduler.abort_request`), which also ends `n > 1` sub-requests and 0.5.9's orphans.
     pub fn abort_by_rid(&self, rid_prefix: &str, all: bool) -> usize {
-        let mut core = self.lock();
-        if !all && !core.subscribers.values().any(|s| s.rid == rid_prefix) {
-            return 0;
-        }
-        let ids: Vec<RequestId> = core
-            .subscribers
-            .iter()
-            .filter(|(_, s)| all || s.rid.starts_with(rid_prefix))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &ids {
-            core.engine.abort(*id);
-            if let Some(sub) = core.subscribers.remove(id) {
-                let _ = sub.tx.send(Progress::Aborted);
-            }
-        }
-        ids.len()
+        self.lock().abort_by_rid(rid_prefix, all)
     }
 
     pub fn loads(&self) -> LoadSnapshot {
@@ -279,6 +324,24 @@ impl Driver {
         flushed
     }
 
+    /// Follows SGLang's stats logging from now on (`--enable-metrics`): the load gauges change
+    /// only when the scheduler would report them (`sim::gauges`).
+    pub fn report_gauges(&self, version: super::version::SglangVersion) {
+        self.lock().gauges = Some(GaugeCadence::new(version, std::time::Instant::now()));
+    }
+
+    /// The load gauges as last reported (the idle check runs first); `None` unless
+    /// [`Driver::report_gauges`] was called.
+    pub fn reported_gauges(&self) -> Option<Reported> {
+        let mut core = self.lock();
+        let core = &mut *core;
+        let gauges = core.gauges.as_mut()?;
+        if core.engine.is_idle() {
+            gauges.idle(&core.engine.loads(), std::time::Instant::now());
+        }
+        Some(gauges.reported())
+    }
+
     /// Records the cache's KV events from now on and hands them to `sink` after each step.
     pub fn publish_kv_events(&self, sink: EventSink) {
         let mut core = self.lock();
@@ -294,6 +357,9 @@ impl Driver {
                 let mut core = self.lock();
                 let step = core.engine.step();
                 core.publish_kv_events();
+                if let Some(step) = &step {
+                    core.report_gauges(step);
+                }
                 step
             };
             let Some(step) = step else {

@@ -88,7 +88,8 @@ impl Default for EngineConfig {
 pub struct RequestId(pub u64);
 
 /// A request as the caller decided it: `output` holds exactly the tokens it
-/// will generate (at least one).
+/// will generate; none makes it prefill-only (SGLang's `max_new_tokens: 0`: the
+/// prompt is computed and cached, and the request ends with its prefill).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRequest {
     pub id: RequestId,
@@ -116,6 +117,7 @@ pub enum Rejection {
     ExceedsKvCapacity { needed: usize, capacity: usize },
     #[error("The input is empty.")]
     EmptyPrompt,
+    /// Only the decode role refuses it: its first token comes from the prefill side.
     #[error("The request must generate at least one token.")]
     EmptyOutput,
     #[error("A request with this id is already in the engine.")]
@@ -133,7 +135,8 @@ pub enum Event {
     /// Its prefill (first chunk) was scheduled in this step. `cached_tokens` is
     /// the page-aligned radix match, at most `prompt_len − 1`.
     Started { id: RequestId, cached_tokens: usize },
-    /// `produced` output tokens exist (1 after the last prefill chunk).
+    /// `produced` output tokens exist (1 after the last prefill chunk; 0 when a
+    /// prefill-only request ends with its prefill).
     Token {
         id: RequestId,
         produced: usize,
@@ -145,6 +148,8 @@ pub enum Event {
 pub struct Step {
     pub kind: StepKind,
     pub duration_us: f64,
+    /// Prompt tokens computed in this step (0 for a decode step).
+    pub prefill_tokens: usize,
     pub events: Vec<Event>,
 }
 
@@ -199,6 +204,10 @@ struct Running {
 impl Running {
     fn output_len(&self) -> usize {
         self.req.tokens.len() - self.req.prompt_len
+    }
+    /// Its whole prompt is in KV (a prefill-only request is then done).
+    fn prefilled(&self) -> bool {
+        self.kv_len >= self.req.prompt_len
     }
     fn remaining(&self) -> usize {
         self.req.tokens.len() - self.kv_len
@@ -295,9 +304,6 @@ impl Engine {
         let context_length = self.cfg.context_length;
         if prompt_tokens == 0 {
             return Err(Rejection::EmptyPrompt);
-        }
-        if max_new_tokens == 0 {
-            return Err(Rejection::EmptyOutput);
         }
         if prompt_tokens >= context_length {
             return Err(Rejection::TooLong {

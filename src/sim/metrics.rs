@@ -1,28 +1,44 @@
-//! The simulator's Prometheus metrics, under SGLang's own `sglang:*` names.
+//! The simulator's Prometheus metrics, under SGLang's own `sglang:*` names and labels: the
+//! scheduler's gauges carry `model_name`, `engine_type`, `tp_rank`, `pp_rank`, `moe_ep_rank`;
+//! the tokenizer's counters and histograms `model_name` (0.5.23: also `engine_type`, and
+//! `is_streaming` on the request counters, `e2e` and TTFT); `cached_tokens_total` has
+//! `cache_source` (`total` without HiCache). Sources: 0.5.9 `metrics/collector.py`,
+//! `managers/scheduler_metrics_mixin.py::init_metrics`, `tokenizer_manager.py`
+//! (`init_metric_collector_watchdog`); 0.5.23 `observability/metrics_collector.py`
+//! (`tokenizer_metric_labels`, `SchedulerMetricsCollector` labels).
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, Opts, Registry, TextEncoder};
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
+};
 
-use super::engine::{DecodeStats, LoadSnapshot, Speculative};
+use super::engine::{DecodeStats, Speculative};
+use super::gauges::Reported;
+use super::pd::Mode;
 use super::version::SglangVersion;
 
-/// Reads one gauge's value from a load snapshot at scrape time.
-type ReadLoad = fn(&LoadSnapshot) -> f64;
+/// Reads one load gauge from the last stats report.
+type ReadLoad = fn(&Reported) -> f64;
 
 pub struct SimMetrics {
     registry: Registry,
-    pub requests: IntCounter,
+    /// `sglang:num_requests_total` and the token counters move when a request finishes.
+    requests: IntCounterVec,
     pub aborted: IntCounter,
     pub abort_requests: IntCounter,
-    pub prompt_tokens: IntCounter,
-    pub generation_tokens: IntCounter,
-    pub cached_tokens: IntCounter,
-    pub ttft: Histogram,
-    pub itl: Histogram,
-    pub e2e: Histogram,
-    gauges: Vec<(prometheus::Gauge, ReadLoad)>,
+    /// Not SGLang's: every request that reached the sim, counted on arrival.
+    pub received: IntCounter,
+    prompt_tokens: IntCounterVec,
+    generation_tokens: IntCounterVec,
+    cached_tokens: IntCounterVec,
+    ttft: HistogramVec,
+    pub itl: prometheus::Histogram,
+    e2e: HistogramVec,
+    gauges: Vec<(Gauge, ReadLoad)>,
     /// `sglang:spec_verify_calls_total` (0.5.23): verify rounds of finished requests.
     pub spec_verify_calls: Option<IntCounter>,
-    decode_gauges: Vec<(prometheus::Gauge, ReadDecode)>,
+    decode_gauges: Vec<(Gauge, ReadDecode)>,
     spec: Option<Speculative>,
     version: SglangVersion,
 }
@@ -36,75 +52,162 @@ const LATENCY_BUCKETS: &[f64] = &[
     20.0, 40.0, 80.0,
 ];
 
+/// What a request reports when it ends (`observe_one_finished_request`).
+pub struct Finished {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub cached_tokens: usize,
+    pub e2e_secs: f64,
+    pub streaming: bool,
+}
+
+/// `engine_type` (`DisaggregationMode.to_engine_type`).
+fn engine_type(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Null => "unified",
+        Mode::Prefill => "prefill",
+        Mode::Decode => "decode",
+    }
+}
+
 impl SimMetrics {
     pub fn new(
         model_name: &str,
         version: SglangVersion,
         spec: Option<&Speculative>,
+        mode: Mode,
     ) -> prometheus::Result<SimMetrics> {
         let registry = Registry::new();
-        let labelled =
-            |name: &str, help: &str| Opts::new(name, help).const_label("model_name", model_name);
-        let counter = |name: &str, help: &str| -> prometheus::Result<IntCounter> {
-            let c = IntCounter::with_opts(labelled(name, help))?;
-            registry.register(Box::new(c.clone()))?;
+        let engine = engine_type(mode);
+        let new_api = version == SglangVersion::V0_5_23;
+        let scheduler = |name: &str, help: &str| {
+            Opts::new(name, help)
+                .const_label("model_name", model_name)
+                .const_label("engine_type", engine)
+                .const_label("tp_rank", "0")
+                .const_label("pp_rank", "0")
+                .const_label("moe_ep_rank", "0")
+        };
+        let tokenizer = |name: &str, help: &str| {
+            let opts = Opts::new(name, help).const_label("model_name", model_name);
+            if new_api {
+                opts.const_label("engine_type", engine)
+            } else {
+                opts
+            }
+        };
+        let streamed: &[&str] = if new_api { &["is_streaming"] } else { &[] };
+        let register = |c: Box<dyn Collector>| registry.register(c);
+        let counter_vec = |opts: Opts, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
+            let c = IntCounterVec::new(opts, labels)?;
+            register(Box::new(c.clone()))?;
             Ok(c)
         };
-        let histogram = |name: &str, help: &str| -> prometheus::Result<Histogram> {
-            let h = Histogram::with_opts(
-                HistogramOpts::new(name, help)
-                    .const_label("model_name", model_name)
-                    .buckets(LATENCY_BUCKETS.to_vec()),
+        let counter = |opts: Opts| -> prometheus::Result<IntCounter> {
+            let c = IntCounter::with_opts(opts)?;
+            register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let histogram = |opts: Opts, labels: &[&str]| -> prometheus::Result<HistogramVec> {
+            let h = HistogramVec::new(
+                HistogramOpts::from(opts).buckets(LATENCY_BUCKETS.to_vec()),
+                labels,
             )?;
-            registry.register(Box::new(h.clone()))?;
+            register(Box::new(h.clone()))?;
             Ok(h)
         };
-        let requests = counter("sglang:num_requests_total", "Generation requests received")?;
-        let aborted = counter(
-            "sglang:num_aborted_requests_total",
-            "Requests aborted before they finished",
+        let requests = counter_vec(
+            tokenizer("sglang:num_requests_total", "Number of requests processed."),
+            streamed,
         )?;
-        // Not an SGLang metric: lets tests see that a gateway really called /abort_request.
-        let abort_requests = counter(
+        let aborted = counter(tokenizer(
+            "sglang:num_aborted_requests_total",
+            "Number of requests aborted.",
+        ))?;
+        // Not SGLang metrics: let tests see what really reached the sim.
+        let sim_opts =
+            |name: &str, help: &str| Opts::new(name, help).const_label("model_name", model_name);
+        let abort_requests = counter(sim_opts(
             "sim_abort_requests_received_total",
             "POST /abort_request calls with a rid or abort_all",
+        ))?;
+        let received = counter(sim_opts(
+            "sim_requests_received_total",
+            "Generation requests that reached the sim, counted on arrival",
+        ))?;
+        let prompt_tokens = counter_vec(
+            tokenizer(
+                "sglang:prompt_tokens_total",
+                "Number of prefill tokens processed.",
+            ),
+            streamed,
         )?;
-        let prompt_tokens = counter("sglang:prompt_tokens_total", "Prompt tokens")?;
-        let generation_tokens = counter("sglang:generation_tokens_total", "Generated tokens")?;
-        let cached_tokens = counter(
-            "sglang:cached_tokens_total",
-            "Prompt tokens served from the prefix cache",
+        let generation_tokens = counter_vec(
+            tokenizer(
+                "sglang:generation_tokens_total",
+                "Number of generation tokens processed.",
+            ),
+            streamed,
         )?;
-        let ttft = histogram("sglang:time_to_first_token_seconds", "Time to first token")?;
-        let itl = histogram("sglang:inter_token_latency_seconds", "Time between tokens")?;
+        let cached_tokens = counter_vec(
+            tokenizer(
+                "sglang:cached_tokens_total",
+                "Number of cached prompt tokens by source (device/host/storage).",
+            ),
+            &["cache_source"],
+        )?;
+        let ttft = histogram(
+            tokenizer(
+                "sglang:time_to_first_token_seconds",
+                "Histogram of time to first token in seconds.",
+            ),
+            streamed,
+        )?;
+        let itl = histogram(
+            tokenizer(
+                "sglang:inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.",
+            ),
+            &[],
+        )?
+        .with_label_values(&[] as &[&str]);
         let e2e = histogram(
-            "sglang:e2e_request_latency_seconds",
-            "End-to-end request latency",
+            tokenizer(
+                "sglang:e2e_request_latency_seconds",
+                "Histogram of End-to-end request latency in seconds",
+            ),
+            streamed,
         )?;
         let gauge_defs: [(&str, &str, ReadLoad); 6] = [
-            ("sglang:num_running_reqs", "Running requests", |l| {
-                l.num_running_reqs as f64
-            }),
-            ("sglang:num_queue_reqs", "Waiting requests", |l| {
-                l.num_waiting_reqs as f64
-            }),
-            ("sglang:num_used_tokens", "KV tokens in use", |l| {
-                l.num_used_tokens as f64
-            }),
-            ("sglang:token_usage", "KV usage 0-1", |l| l.token_usage),
-            ("sglang:cache_hit_rate", "Prefix cache hit rate", |l| {
+            (
+                "sglang:num_running_reqs",
+                "The number of running requests.",
+                |l| l.num_running_reqs as f64,
+            ),
+            (
+                "sglang:num_queue_reqs",
+                "The number of requests in the waiting queue.",
+                |l| l.num_queue_reqs as f64,
+            ),
+            (
+                "sglang:num_used_tokens",
+                "The number of used tokens.",
+                |l| l.num_used_tokens as f64,
+            ),
+            ("sglang:token_usage", "The token usage.", |l| l.token_usage),
+            ("sglang:cache_hit_rate", "The prefix cache hit rate.", |l| {
                 l.cache_hit_rate
             }),
             (
                 "sglang:max_total_num_tokens",
-                "KV capacity in tokens",
+                "Maximum total number of tokens in the KV cache pool.",
                 |l| l.max_total_num_tokens as f64,
             ),
         ];
         let mut gauges = Vec::new();
         for (name, help, read) in gauge_defs {
-            let g = prometheus::Gauge::with_opts(labelled(name, help))?;
-            registry.register(Box::new(g.clone()))?;
+            let g = Gauge::with_opts(scheduler(name, help))?;
+            register(Box::new(g.clone()))?;
             gauges.push((g, read));
         }
         let mut decode_defs: Vec<(&str, &str, ReadDecode)> = vec![
@@ -149,15 +252,15 @@ impl SimMetrics {
                     |_, _, _| 0.0,
                 ),
             ]);
-            spec_verify_calls = Some(counter(
+            spec_verify_calls = Some(counter(tokenizer(
                 "sglang:spec_verify_calls_total",
-                "Number of speculative decoding verification calls",
-            )?);
+                "Number of speculative decoding verification calls.",
+            ))?);
         }
         let mut decode_gauges = Vec::new();
         for (name, help, read) in decode_defs {
-            let g = prometheus::Gauge::with_opts(labelled(name, help))?;
-            registry.register(Box::new(g.clone()))?;
+            let g = Gauge::with_opts(scheduler(name, help))?;
+            register(Box::new(g.clone()))?;
             decode_gauges.push((g, read));
         }
         Ok(SimMetrics {
@@ -169,6 +272,7 @@ impl SimMetrics {
             requests,
             aborted,
             abort_requests,
+            received,
             prompt_tokens,
             generation_tokens,
             cached_tokens,
@@ -179,7 +283,41 @@ impl SimMetrics {
         })
     }
 
-    pub fn render(&self, loads: &LoadSnapshot) -> String {
+    /// The value of 0.5.23's `is_streaming` label (0.5.9 has none).
+    fn streamed(&self, streaming: bool) -> &'static [&'static str] {
+        match (self.version, streaming) {
+            (SglangVersion::V0_5_9, _) => &[],
+            (SglangVersion::V0_5_23, true) => &["true"],
+            (SglangVersion::V0_5_23, false) => &["false"],
+        }
+    }
+
+    pub fn first_token(&self, secs: f64, streaming: bool) {
+        self.ttft
+            .with_label_values(self.streamed(streaming))
+            .observe(secs);
+    }
+
+    /// A request ended (finished, or aborted while running): SGLang's tokenizer counts it then.
+    pub fn finished(&self, r: &Finished) {
+        let labels = self.streamed(r.streaming);
+        self.requests.with_label_values(labels).inc();
+        self.prompt_tokens
+            .with_label_values(labels)
+            .inc_by(r.prompt_tokens as u64);
+        self.generation_tokens
+            .with_label_values(labels)
+            .inc_by(r.completion_tokens as u64);
+        if r.cached_tokens > 0 {
+            self.cached_tokens
+                .with_label_values(&["total"])
+                .inc_by(r.cached_tokens as u64);
+        }
+        self.e2e.with_label_values(labels).observe(r.e2e_secs);
+    }
+
+    /// The text exposition, with the load gauges as the scheduler last reported them.
+    pub fn render(&self, loads: &Reported) -> String {
         for (g, read) in &self.gauges {
             g.set(read(loads));
         }

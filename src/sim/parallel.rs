@@ -87,6 +87,9 @@ pub async fn answer<F: Format>(
     route: fn(Common) -> F,
 ) -> Response {
     let formats = formats(&common, runs.len(), route);
+    for run in &mut runs {
+        run.set_streaming(stream);
+    }
     if stream {
         return answer_stream(runs, formats, common);
     }

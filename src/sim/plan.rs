@@ -32,10 +32,7 @@ impl Plan {
         params: &SamplingParams,
         eos_probability: f64,
     ) -> Plan {
-        let max_new = params
-            .max_new_tokens
-            .unwrap_or(DEFAULT_MAX_NEW_TOKENS)
-            .max(1) as usize;
+        let max_new = params.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS) as usize;
         let seed = params
             .sampling_seed
             .map(|s| s as u64)
@@ -95,10 +92,7 @@ impl Plan {
         mut ids: Vec<u32>,
         params: &SamplingParams,
     ) -> Plan {
-        let max_new = params
-            .max_new_tokens
-            .unwrap_or(DEFAULT_MAX_NEW_TOKENS)
-            .max(1) as usize;
+        let max_new = params.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS) as usize;
         let mut finish = FinishReason::Stop {
             matched: vocab.eos().map(Value::from),
         };
@@ -182,6 +176,11 @@ impl Plan {
 
     pub fn len(&self) -> usize {
         self.output_ids.len()
+    }
+
+    /// A prefill-only plan (`max_new_tokens: 0`).
+    pub fn is_empty(&self) -> bool {
+        self.output_ids.is_empty()
     }
 
     /// The text visible once `produced` tokens exist. While a stop string could still be forming

@@ -54,7 +54,8 @@ pub trait Format: Send + 'static {
 
 /// Waits for the run and answers in JSON, or streams it as SSE ending with `data: [DONE]`.
 /// The connection-reset fault breaks the connection instead, in either form.
-pub async fn answer<F: Format>(run: Run, stream: bool, format: F) -> Response {
+pub async fn answer<F: Format>(mut run: Run, stream: bool, format: F) -> Response {
+    run.set_streaming(stream);
     if !stream {
         let mut held = Unnoticed(Some(run));
         let Some(run) = held.0.as_mut() else {

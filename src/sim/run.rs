@@ -48,9 +48,15 @@ pub struct Run {
     stalled: bool,
     /// Past `--fault-die-after-tokens`: the next read resets the connection.
     dying: bool,
+    /// The engine finished its prefill (a prefill-only request is then over).
+    prefilled: bool,
     /// Engine steps that gave this request tokens (prefill's first token, then one per decode
     /// round): SGLang's `spec_verify_ct` is this less one.
     token_steps: u64,
+    /// Streamed to its client: 0.5.23's `is_streaming` metric label.
+    streaming: bool,
+    /// Reported to `/metrics` as ended (SGLang's tokenizer counts a request when it ends).
+    counted: bool,
     /// Its part in a disaggregated pair (`--disaggregation-mode`).
     pd: Option<PdRun>,
     /// Ended by the scheduler with an HTTP status: the message and the status.
@@ -66,6 +72,8 @@ enum PdRun {
 
 impl Drop for Run {
     fn drop(&mut self) {
+        // Aborted while running, or its client left: SGLang counts it as it ends.
+        self.count_finished();
         match &self.pd {
             Some(PdRun::Prefill {
                 room,
@@ -104,7 +112,7 @@ impl Run {
         params: &SamplingParams,
         bootstrap: &Bootstrap,
     ) -> Result<Run, RunError> {
-        state.metrics.requests.inc();
+        state.metrics.received.inc();
         state.record(ReceivedRequest {
             route,
             rid: rid.clone(),
@@ -164,7 +172,6 @@ impl Run {
             SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
             e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
         })?;
-        state.metrics.prompt_tokens.inc_by(prompt_tokens as u64);
         Ok(Run {
             rid,
             plan,
@@ -179,7 +186,10 @@ impl Run {
             last_token_at: None,
             stalled: false,
             dying: false,
+            prefilled: false,
             token_steps: 0,
+            streaming: false,
+            counted: false,
             pd,
             failure: None,
         })
@@ -223,14 +233,14 @@ impl Run {
         let new_tokens = produced - self.produced;
         self.record_latency(new_tokens);
         self.produced = produced;
-        if self.finished() && new_tokens > 0 {
+        if self.finished() && (new_tokens > 0 || self.plan.is_empty()) {
             if let Err(message) = self.hand_over_kv().await {
                 self.failure = Some((message, 500));
                 self.aborted = true;
                 return Ok(None);
             }
             // Counted once the last token is known, as SGLang does when a request finishes.
-            self.state.metrics.e2e.observe(self.e2e_latency());
+            self.count_finished();
             self.state
                 .metrics
                 .finished_verify_rounds(self.token_steps.saturating_sub(1));
@@ -253,12 +263,9 @@ impl Run {
             Progress::Started { cached_tokens } => {
                 self.admitted = true;
                 self.cached_tokens = cached_tokens;
-                self.state
-                    .metrics
-                    .cached_tokens
-                    .inc_by(cached_tokens as u64);
             }
             Progress::Tokens { produced, .. } => {
+                self.prefilled = true;
                 self.token_steps += 1;
                 *latest = Some(produced);
             }
@@ -306,9 +313,8 @@ impl Run {
         }
         let now = Instant::now();
         let m = &self.state.metrics;
-        m.generation_tokens.inc_by(new_tokens as u64);
         match self.last_token_at {
-            None => m.ttft.observe((now - self.started).as_secs_f64()),
+            None => m.first_token((now - self.started).as_secs_f64(), self.streaming),
             Some(prev) => {
                 let gap = (now - prev).as_secs_f64() / new_tokens as f64;
                 for _ in 0..new_tokens {
@@ -319,8 +325,32 @@ impl Run {
         self.last_token_at = Some(now);
     }
 
+    /// Every planned token was told; a prefill-only request (`max_new_tokens: 0`, no tokens
+    /// planned) once its prefill ran.
+    /// Marks the run as streamed to its client (the metrics' `is_streaming` label).
+    pub fn set_streaming(&mut self, streaming: bool) {
+        self.streaming = streaming;
+    }
+
+    /// Reports the run's end to `/metrics` once: finished, or aborted after it left the waiting
+    /// queue (SGLang's tokenizer sees the scheduler's abort output then; a request popped from
+    /// the waiting queue is not counted).
+    fn count_finished(&mut self) {
+        if self.counted || !self.admitted {
+            return;
+        }
+        self.counted = true;
+        self.state.metrics.finished(&super::metrics::Finished {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.produced,
+            cached_tokens: self.cached_tokens,
+            e2e_secs: self.e2e_latency(),
+            streaming: self.streaming,
+        });
+    }
+
     pub fn finished(&self) -> bool {
-        self.produced >= self.plan.len()
+        self.prefilled && self.produced >= self.plan.len()
     }
 
     /// Waits for the whole answer (non-streaming requests).

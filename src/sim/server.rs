@@ -195,9 +195,13 @@ async fn flush_cache(State(s): State<Arc<SimState>>) -> Response {
     }
 }
 
+/// Only with `--enable-metrics`, as SGLang mounts its Prometheus app (`http_server.py`).
 async fn metrics(State(s): State<Arc<SimState>>) -> Response {
+    let Some(gauges) = s.driver.reported_gauges() else {
+        return json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}));
+    };
     s.metrics.set_decode(&s.driver.decode_stats());
-    let text = s.metrics.render(&s.driver.loads());
+    let text = s.metrics.render(&gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -17,7 +17,7 @@ async fn set_faults(sim: &Proc, faults: Value) {
 }
 
 async fn sim_requests(sim: &Proc) -> f64 {
-    support::sim_metric(sim.http_url(), "sglang:num_requests_total").await
+    support::sim_metric(sim.http_url(), "sim_requests_received_total").await
 }
 
 async fn aborts_received(sim: &Proc) -> f64 {

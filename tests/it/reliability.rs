@@ -22,7 +22,7 @@ async fn set_faults(sim: &Proc, faults: Value) {
 async fn sim_requests(sim: &Proc) -> f64 {
     support::metric_sum(
         &support::metrics_text(&sim.url).await,
-        "sglang:num_requests_total",
+        "sim_requests_received_total",
     )
 }
 

@@ -140,7 +140,8 @@ async fn one_running_one_waiting(sim: &Proc) -> (reqwest::Response, reqwest::Res
 #[tokio::test]
 async fn waiting_tokens_reach_the_router_from_both_versions() {
     for (version, source) in [("0.5.9", "get_load"), ("0.5.23", "v1_loads")] {
-        let sim = support::sim(&[
+        // Without `--enable-metrics`, as SGLang starts by default: nothing comes from `/metrics`.
+        let sim = support::bare_sim(&[
             "--sglang-version",
             version,
             "--max-running-requests",

@@ -5,13 +5,13 @@ use crate::support::{self, MODEL};
 
 use serde_json::{json, Value};
 
-async fn generate(sim: &str, body: Value) -> (u16, Result<String, String>) {
+pub(crate) async fn generate(sim: &str, body: Value) -> (u16, Result<String, String>) {
     let r = support::post(format!("{sim}/generate"), &body).await;
     let status = r.status().as_u16();
     (status, r.text().await.map_err(|e| e.to_string()))
 }
 
-fn events(body: &str) -> Vec<Value> {
+pub(crate) fn events(body: &str) -> Vec<Value> {
     support::sse_data(body)
         .iter()
         .filter_map(|d| serde_json::from_str(d).ok())

@@ -101,16 +101,18 @@ impl Engine {
         Some(Step {
             kind: StepKind::Prefill,
             duration_us,
+            prefill_tokens: new_tokens,
             events,
         })
     }
 
     /// Requests whose prompt is now fully computed: cache the prompt, re-lock
-    /// the deeper path, emit the first token.
+    /// the deeper path, emit the first token (a prefill-only request ends here,
+    /// with none).
     fn complete_prefills(&mut self, events: &mut Vec<Event>) {
         let mut finished_any = false;
         for r in &mut self.running {
-            if r.produced > 0 || r.kv_len < r.req.prompt_len {
+            if r.produced > 0 || !r.prefilled() {
                 continue;
             }
             let prompt = &r.req.tokens[..r.req.prompt_len];
@@ -121,6 +123,15 @@ impl Engine {
             r.handle = h;
             self.private_tokens -= m - r.shared;
             r.shared = m;
+            if r.output_len() == 0 {
+                finished_any = true;
+                events.push(Event::Token {
+                    id: r.req.id,
+                    produced: 0,
+                    finished: true,
+                });
+                continue;
+            }
             // The first output token.
             r.produced = 1;
             r.kv_len += 1;
@@ -184,6 +195,7 @@ impl Engine {
         Some(Step {
             kind: StepKind::Decode,
             duration_us,
+            prefill_tokens: 0,
             events,
         })
     }
@@ -192,7 +204,7 @@ impl Engine {
     pub(super) fn release_finished(&mut self) {
         let done: Vec<Running> = self
             .running
-            .extract_if(.., |r| r.produced == r.output_len())
+            .extract_if(.., |r| r.prefilled() && r.produced == r.output_len())
             .collect();
         for r in done {
             self.radix.insert(&r.req.tokens);

@@ -322,7 +322,10 @@ fn submit_rejections() {
         })
     ));
     assert_eq!(e.submit(req(1, vec![], 1)), Err(Rejection::EmptyPrompt));
-    assert_eq!(e.submit(req(1, toks(0, 5), 0)), Err(Rejection::EmptyOutput));
+    assert_eq!(
+        e.check_transferred(&req(1, toks(0, 5), 0)),
+        Err(Rejection::EmptyOutput)
+    );
     e.submit(req(1, toks(0, 5), 5)).unwrap();
     assert_eq!(e.submit(req(1, toks(0, 5), 5)), Err(Rejection::DuplicateId));
     assert_eq!(e.submit(req(2, toks(0, 5), 5)), Err(Rejection::QueueFull));
@@ -336,4 +339,53 @@ fn submit_rejections() {
     simulate(&mut e);
     assert!(e.flush_cache());
     assert!(e.step().is_none());
+}
+
+/// `max_new_tokens: 0` (SGLang's prefill-only request): one prefill step with the prompt's
+/// usual cost, then it ends with no token and no decode step; its prompt stays cached.
+#[test]
+fn prefill_only_request_ends_with_its_prefill() {
+    let mut e = Engine::new(cfg(TimingModel::default()));
+    e.submit(req(1, toks(0, 64), 0)).unwrap();
+    let step = e.step().expect("a prefill step");
+    assert_eq!(step.kind, StepKind::Prefill);
+    assert_eq!(
+        step.duration_us,
+        TimingModel::default().prefill_us(64, TimingModel::attn_pairs(0, 64))
+    );
+    assert_eq!(
+        step.events,
+        vec![
+            Event::Started {
+                id: RequestId(1),
+                cached_tokens: 0
+            },
+            Event::Token {
+                id: RequestId(1),
+                produced: 0,
+                finished: true
+            },
+        ]
+    );
+    check(&e);
+    assert!(e.is_idle() && e.step().is_none(), "no decode step");
+    assert_eq!(e.loads().num_used_tokens, 0);
+    assert_eq!(e.peek_cached(&toks(0, 64)), 64, "the prompt is cached");
+    // A chunked prefill-only prompt ends with its last chunk only.
+    let mut e = Engine::new(EngineConfig {
+        chunked_prefill_size: 32,
+        ..cfg(TimingModel::default())
+    });
+    e.submit(req(2, toks(1000, 80), 0)).unwrap();
+    let kinds: Vec<_> = std::iter::from_fn(|| e.step())
+        .map(|s| (s.kind, s.events.len()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (StepKind::Prefill, 1),
+            (StepKind::Prefill, 0),
+            (StepKind::Prefill, 1)
+        ]
+    );
 }

@@ -13,7 +13,7 @@ impl Engine {
         req: NewRequest,
         cached_tokens: usize,
     ) -> Result<(), Rejection> {
-        self.check(&req)?;
+        self.check_transferred(&req)?;
         let prompt_len = req.prompt.len();
         let mut tokens = req.prompt;
         tokens.extend_from_slice(&req.output);
@@ -28,6 +28,15 @@ impl Engine {
             cached_tokens,
         ));
         Ok(())
+    }
+
+    /// [`Engine::check`] for the decode role, which holds the prefill side's first token and so
+    /// cannot take a prefill-only request.
+    pub fn check_transferred(&self, req: &NewRequest) -> Result<(), Rejection> {
+        if req.output.is_empty() {
+            return Err(Rejection::EmptyOutput);
+        }
+        self.check(req)
     }
 
     /// Moves transferred requests into the running batch while slots and KV allow (FCFS, head
@@ -82,6 +91,7 @@ impl Engine {
         Some(Step {
             kind: StepKind::Decode,
             duration_us: 0.0,
+            prefill_tokens: 0,
             events,
         })
     }

@@ -59,7 +59,9 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
     } else {
         req.request_id
     };
-    let run = Run::start(state, "grpc Generate", rid.clone(), prompt, &params).map_err(refusal)?;
+    let mut run =
+        Run::start(state, "grpc Generate", rid.clone(), prompt, &params).map_err(refusal)?;
+    run.set_streaming(req.stream);
     let stream = Streamed {
         run,
         rid,

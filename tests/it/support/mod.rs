@@ -220,8 +220,16 @@ pub async fn wait_ok_within(url: &str, limit: Duration) {
 /// suite once per value (docs/testing.md). Unset: the simulator's default (0.5.23).
 pub const SIM_VERSION_ENV: &str = "SWITCHBOARD_SIM_SGLANG_VERSION";
 
-/// A simulated SGLang worker with extra flags.
+/// A simulated SGLang worker with extra flags, with `/metrics` on (`--enable-metrics`, as
+/// SGLang serves it only when asked): the tests and the gateway's fallbacks read it.
 pub async fn sim(extra: &[&str]) -> Proc {
+    let mut with_metrics = vec!["--enable-metrics"];
+    with_metrics.extend_from_slice(extra);
+    bare_sim(&with_metrics).await
+}
+
+/// [`sim`] without `--enable-metrics` unless `extra` has it: `/metrics` is a 404.
+pub async fn bare_sim(extra: &[&str]) -> Proc {
     let mut args = vec!["sim".to_string(), "--port".into(), "0".into()];
     if !extra.contains(&"--sglang-version") {
         if let Some(v) = std::env::var(SIM_VERSION_ENV)
@@ -266,7 +274,7 @@ pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
 /// (for `--worker-urls`), `metrics_url` its HTTP side port (`/metrics`, `/sim/faults`,
 /// `/sim/requests`, `/v1/loads`: what the HTTP helpers read).
 pub async fn grpc_sim(extra: &[&str]) -> Proc {
-    let mut args: Vec<String> = ["sim", "--grpc-mode", "--port", "0"]
+    let mut args: Vec<String> = ["sim", "--grpc-mode", "--enable-metrics", "--port", "0"]
         .map(String::from)
         .to_vec();
     args.extend(extra.iter().map(|s| s.to_string()));
