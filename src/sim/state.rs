@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::driver::Driver;
 use super::faults::Faults;
 use super::metrics::SimMetrics;
 use super::version::SglangVersion;
@@ -19,7 +18,8 @@ pub struct SimState {
     pub tokenizer_path: String,
     pub tokenizer: Arc<Tokenizer>,
     pub vocab: OutputVocab,
-    pub driver: Arc<Driver>,
+    /// The engines, one per DP rank (`--dp-size`), behind the controller's dispatch.
+    pub driver: super::dp::Ranks,
     pub faults: Faults,
     pub metrics: SimMetrics,
     pub context_length: usize,
