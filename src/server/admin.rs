@@ -28,13 +28,34 @@ fn describe(w: &Worker) -> serde_json::Value {
     })
 }
 
+/// A data-parallel worker's rank unit: what routing sees of that rank.
+fn describe_rank(u: &Worker) -> serde_json::Value {
+    json!({
+        "id": u.id.0,
+        "rank": u.dp_rank().map(|r| r.rank),
+        "rank_field": u.dp_rank().map(|r| r.field),
+        "in_flight": u.in_flight(),
+        "pending_prefill_tokens": u.pending_prefill(),
+        "engine_load": u.engine_load(),
+        "engine_load_sources": u.load_sources(),
+    })
+}
+
 pub async fn list(State(app): State<Arc<AppState>>) -> Response {
-    let workers: Vec<_> = app
-        .router
-        .registry()
+    let registry = app.router.registry();
+    let workers: Vec<_> = registry
         .snapshot()
         .iter()
-        .map(|w| describe(w))
+        .map(|w| {
+            let mut d = describe(w);
+            if let (Some(units), Some(map)) = (registry.units_of(w.id), d.as_object_mut()) {
+                map.insert(
+                    "dp_ranks".into(),
+                    units.iter().map(|u| describe_rank(u)).collect(),
+                );
+            }
+            d
+        })
         .collect();
     axum::Json(json!({ "workers": workers })).into_response()
 }

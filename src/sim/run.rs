@@ -109,6 +109,7 @@ impl Run {
             rid: rid.clone(),
             input_ids: prompt.clone(),
             max_new_tokens: params.max_new_tokens,
+            dp_rank,
         });
         if state.faults.should_fail() {
             return Err(RunError::Injected);

@@ -44,6 +44,8 @@ pub struct ReceivedRequest {
     pub rid: String,
     pub input_ids: Vec<u32>,
     pub max_new_tokens: Option<u32>,
+    /// The DP rank it named, in the field this release reads (`--dp-size`).
+    pub dp_rank: Option<i64>,
 }
 
 /// How many received requests `/sim/requests` remembers.

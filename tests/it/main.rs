@@ -14,6 +14,7 @@ mod support;
 mod admission;
 mod config_file;
 mod discovery;
+mod dp;
 mod ending;
 mod front_doors;
 mod gateway_core;
