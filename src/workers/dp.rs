@@ -34,7 +34,7 @@ pub fn ranks_of(info: &Value) -> Vec<DpRank> {
 /// Reads the worker's `/server_info` and sets its rank units accordingly; a failed read leaves
 /// them as they were.
 pub async fn learn(client: &Client, registry: &Registry, worker: &Worker) {
-    if worker.origin.is_grpc() {
+    if worker.origin.is_grpc() || !registry.routes_dp_ranks() {
         return;
     }
     let info = match client

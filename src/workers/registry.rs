@@ -7,7 +7,7 @@
 //! checks, load polls and `GET /workers` go through the members; the policies see the units.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::{Worker, WorkerId};
@@ -23,6 +23,8 @@ pub struct Registry {
     routing: RwLock<Arc<[Arc<Worker>]>>,
     /// Counts those changes, so a policy hears of units that appear in the background.
     generation: AtomicU64,
+    /// `--disable-dp-routing`: every worker is routed whole.
+    whole_only: AtomicBool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -105,6 +107,15 @@ impl Registry {
         }
         self.rebuild_routing(&guard);
         true
+    }
+
+    /// Whether data-parallel workers are routed per rank (on unless `--disable-dp-routing`).
+    pub fn route_dp_ranks(&self, on: bool) {
+        self.whole_only.store(!on, Ordering::Relaxed);
+    }
+
+    pub fn routes_dp_ranks(&self) -> bool {
+        !self.whole_only.load(Ordering::Relaxed)
     }
 
     /// A member's rank units (`None`: routed whole).
