@@ -157,7 +157,9 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     let client = &state.relay.client;
     registry.route_dp_ranks(!c.disable_dp_routing);
     if let Some(pool) = &state.relay.prefill {
-        pool.router().registry().route_dp_ranks(!c.disable_dp_routing);
+        pool.router()
+            .registry()
+            .route_dp_ranks(!c.disable_dp_routing);
     }
     health::spawn(
         Arc::clone(registry),

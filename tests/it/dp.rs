@@ -234,3 +234,53 @@ async fn a_pd_pair_of_dp_workers_names_each_legs_rank() {
         );
     }
 }
+
+#[tokio::test]
+async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
+    // Rank r publishes at port + r (SGLang's `offset_port`).
+    let port = support::free_port();
+    let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
+    let flags = [
+        "--dp-size",
+        "4",
+        "--zero-latency",
+        "--page-size",
+        "16",
+        "--kv-events-config",
+        &cfg,
+    ];
+    let sim = support::sim(&flags).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    support::ready(&gw).await;
+    support::eventually("all four ranks subscribed", || async {
+        gw.logs().matches("kv events: subscribed").count() == 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Prompts cached on chosen ranks behind the gateway's back: only the events tell where.
+    let hot = [
+        (prompt(10, 100), 3u64),
+        (prompt(11, 100), 2),
+        (prompt(12, 100), 1),
+    ];
+    for (p, rank) in &hot {
+        let (status, _) = generate(&sim, p, json!({"data_parallel_rank": rank})).await;
+        assert_eq!(status, 200);
+    }
+    support::eventually("the ranks' blocks indexed", || async {
+        let text = support::metrics_text(&gw.url).await;
+        support::metric_sum(&text, "switchboard_kv_index_blocks") >= 18.0
+    })
+    .await;
+    for (p, rank) in &hot {
+        let body = json!({"input_ids": p, "sampling_params": {"max_new_tokens": 2}});
+        let r = support::post(format!("{}/generate", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let log = sim_request_log(&sim.url).await;
+        assert_eq!(
+            log.last().unwrap()["dp_rank"],
+            *rank,
+            "a prompt rank {rank} holds went elsewhere"
+        );
+    }
+}
