@@ -2,7 +2,8 @@
 //! tokens, which then come from its `/get_load`), else the deprecated `/get_load` list, else
 //! Prometheus gauges on `/metrics` (SGLang's or llama.cpp's); engines with none of them keep
 //! zeros and are routed on the gateway's own bookings alone. A gRPC worker: its `GetLoads` RPC.
-//! Parsing: `load_report`.
+//! A data-parallel worker's rank units each get their own rank's entry of `/v1/loads` (and of
+//! 0.5.9's `/get_load`); the worker itself gets the sum. Parsing: `load_report`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
