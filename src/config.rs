@@ -106,6 +106,10 @@ pub struct ServeConfig {
     /// Seconds between worker health checks.
     #[arg(long, default_value_t = 5)]
     pub health_check_interval_secs: u64,
+    /// Route a worker reporting `dp_size` > 1 whole, leaving its DP ranks to its own balancing
+    /// (by default each rank is a routing unit: docs/routing.md).
+    #[arg(long)]
+    pub disable_dp_routing: bool,
     /// Milliseconds between polls of each worker's own load report (`/v1/loads`); 0 = off.
     /// A worker that is idle and unchanged is polled up to 8× less often.
     #[arg(long, default_value_t = 1000)]

@@ -155,6 +155,12 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     let c = &state.config;
     let registry = state.router.registry();
     let client = &state.relay.client;
+    registry.route_dp_ranks(!c.disable_dp_routing);
+    if let Some(pool) = &state.relay.prefill {
+        pool.router()
+            .registry()
+            .route_dp_ranks(!c.disable_dp_routing);
+    }
     health::spawn(
         Arc::clone(registry),
         client.clone(),

@@ -14,6 +14,7 @@
 //! - `faults`: fault knobs, set by flags or `POST /sim/faults`.
 //! - `metrics`: SGLang's Prometheus metrics; `gauges`: when its load gauges change.
 //! - `driver`: runs the engine in real time and hands each request its tokens.
+//! - `dp`: `--dp-size`: one engine (driver) per DP rank, and the controller's dispatch.
 //! - `shapes`: SGLang's OpenAI response objects, as serde structs.
 //! - `state`: what every handler shares.
 //! - `validate`: the front end's checks (sampling bounds, context length) per version.
@@ -27,6 +28,7 @@
 //! - this file: `switchboard sim`'s options, and `start`.
 
 mod background_hits;
+mod dp;
 mod driver;
 pub mod engine;
 pub mod faults;
@@ -161,6 +163,13 @@ pub struct SimOptions {
     pub faults: faults::FaultConfig,
     #[command(flatten)]
     pub pd: pd::PdOptions,
+    /// Data-parallel ranks: this many engines behind the port, each with its own queue, KV pool
+    /// and radix cache (SGLang's `--dp-size`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub dp_size: u32,
+    /// How a request that names no DP rank is given one (SGLang's `--load-balance-method`).
+    #[arg(long, value_enum, default_value_t = dp::LoadBalanceMethod::Auto)]
+    pub load_balance_method: dp::LoadBalanceMethod,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -275,7 +284,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
     let config = opts.engine_config(context_length)?;
     let mut server_args = serde_json::json!({
         "model_path": opts.model_name, "served_model_name": opts.model_name, "tokenizer_path": tokenizer_path,
-        "tp_size": 1, "dp_size": 1, "page_size": config.page_size, "chunked_prefill_size": config.chunked_prefill_size,
+        "tp_size": 1, "dp_size": opts.dp_size, "page_size": config.page_size, "chunked_prefill_size": config.chunked_prefill_size,
         "max_prefill_tokens": config.max_prefill_tokens, "max_running_requests": config.max_running_requests,
         "max_queued_requests": config.max_queued_requests, "context_length": opts.context_length, "schedule_policy": "fcfs",
         "enable_cache_report": opts.enable_cache_report, "incremental_streaming_output": opts.incremental_streaming_output,
@@ -283,6 +292,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         "time_scale": opts.time_scale, "timing": config.timing,
         "disaggregation_mode": opts.pd.disaggregation_mode,
         "kv_events_config": opts.kv_events_config, "enable_metrics": opts.enable_metrics,
+        "load_balance_method": opts.load_balance_method.resolve(opts.pd.disaggregation_mode),
     });
     speculative_server_args(&mut server_args, config.speculative.as_ref());
     let config_spec = config.speculative;
@@ -304,20 +314,36 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         };
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
-    let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
-    if opts.enable_metrics {
-        driver.report_gauges(opts.sglang_version);
-    }
-    if let Some(json) = &opts.kv_events_config {
-        if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
-            let publisher = kv_events::publisher::PublisherOptions {
-                version: opts.sglang_version,
-                page_size: page_size.max(1),
-                dp_rank: 0,
-            };
-            driver.publish_kv_events(kv_events::publisher::start(&cfg, publisher).await?);
+    let mut drivers = Vec::new();
+    for rank in 0..opts.dp_size.max(1) {
+        drivers.push(driver::Driver::start(
+            Engine::new(config.clone()),
+            opts.time_scale,
+        ));
+        if opts.enable_metrics {
+            if let Some(d) = drivers.last() {
+                d.report_gauges(opts.sglang_version);
+            }
+        }
+        if let Some(json) = &opts.kv_events_config {
+            if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
+                // Each rank publishes on the endpoint's port + its rank, as SGLang's do.
+                let publisher = kv_events::publisher::PublisherOptions {
+                    version: opts.sglang_version,
+                    page_size: page_size.max(1),
+                    dp_rank: rank,
+                };
+                let sink = kv_events::publisher::start(&cfg, publisher).await?;
+                if let Some(d) = drivers.last() {
+                    d.publish_kv_events(sink);
+                }
+            }
         }
     }
+    let method = opts
+        .load_balance_method
+        .resolve(opts.pd.disaggregation_mode);
+    let driver = dp::Ranks::new(drivers, method);
     let state = Arc::new(SimState {
         model_name: opts.model_name.clone(),
         tokenizer_path,

@@ -1,6 +1,7 @@
 //! The workers behind the gateway: identity, health and in-flight load.
 
 pub mod breaker;
+pub mod dp;
 pub mod health;
 pub mod kv_events;
 pub mod load;

@@ -3,9 +3,11 @@
 
 mod bootstrap;
 mod client_request;
+mod dp_rank;
 
 pub use bootstrap::Bootstrap;
 pub use client_request::ClientGenerateRequest;
+pub use dp_rank::{DpRank, RankField};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -101,6 +103,9 @@ pub struct GenerateRequest<'a> {
     /// Prefill/decode disaggregation: where the decode worker finds the prompt's KV.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<&'a Bootstrap>,
+    /// A data-parallel worker's rank the request runs on (the routing unit's).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub dp_rank: Option<DpRank>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -66,6 +66,7 @@ pub(super) async fn open_leg(
                 return_logprob: logprobs.is_some(),
                 top_logprobs_num: logprobs.unwrap_or(0),
                 bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
+                dp_rank: dest.worker.dp_rank(),
             };
             let decode = async {
                 let started = Instant::now();
@@ -93,7 +94,12 @@ pub(super) async fn open_leg(
                 return decode.await;
             };
             let origin = &prefill.worker.origin;
-            let body = crate::upstream::generate::request_body(origin, &request)?;
+            // The same request, on the prefill worker's rank.
+            let prefill_request = GenerateRequest {
+                dp_rank: prefill.worker.dp_rank(),
+                ..request
+            };
+            let body = crate::upstream::generate::request_body(origin, &prefill_request)?;
             let ((mut up, mut first), prefilled) =
                 pd::paired(&relay, prefill, "/generate", body, decode).await?;
             // The prompt was cached (or not) on the prefill worker: that count is the usage's.

@@ -23,6 +23,7 @@ use super::retry::{self, Target, Tried};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
+use crate::protocol::sglang::DpRank;
 use crate::routing::RouteRequest;
 use crate::stream::sse::SseParser;
 use crate::upstream::{first_event, UpstreamError};
@@ -73,9 +74,10 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
                 }
                 None => body,
             };
+            let decode_body = with_rank(&body, dest.worker.dp_rank());
             let decode = async {
                 let resp = client
-                    .post_json(&dest.worker.origin, f.path, body.clone())
+                    .post_json(&dest.worker.origin, f.path, decode_body)
                     .instrument(crate::traces::stage("upstream_connect"))
                     .await?;
                 // A refusal SGLang streams after its 200 is still an error (and may be retried).
@@ -85,7 +87,10 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
                 None => decode.await,
                 // The decode worker's bytes are the answer; they carry the prefill's cached
                 // count already (SGLang's decode reports the transferred one).
-                Some(p) => Ok(pd::paired(relay, p, f.path, body.clone(), decode).await?.0),
+                Some(p) => {
+                    let prefill_body = with_rank(&body, p.worker.dp_rank());
+                    Ok(pd::paired(relay, p, f.path, prefill_body, decode).await?.0)
+                }
             }
         }
     })
@@ -255,5 +260,14 @@ fn counts(o: &Observer) -> Usage {
         // OpenAI streams without a usage chunk: one token per content-bearing chunk.
         completion_tokens: o.completion_tokens.max(o.chunks),
         cached_tokens: o.cached_tokens,
+    }
+}
+
+/// The body for a data-parallel worker's rank unit: with the rank named (as sent otherwise, or
+/// when it is not a JSON object).
+fn with_rank(body: &Bytes, rank: Option<DpRank>) -> Bytes {
+    match rank {
+        Some(r) => r.inject(body).map_or_else(|| body.clone(), Bytes::from),
+        None => body.clone(),
     }
 }

@@ -2,6 +2,7 @@
 //! every path (token ids, forwarded bodies, retries, migrations) picks the same way, and a
 //! change of membership always reaches the policy.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +20,8 @@ pub struct Router {
     client: Client,
     /// The exact index the policy reads, when workers' KV events are followed.
     kv_index: Option<Arc<KvIndex>>,
+    /// The registry's routing generation the policy last heard of.
+    seen_generation: AtomicU64,
 }
 
 impl Router {
@@ -34,6 +37,7 @@ impl Router {
             metrics,
             client,
             kv_index: None,
+            seen_generation: AtomicU64::new(0),
         }
     }
 
@@ -54,11 +58,21 @@ impl Router {
         exclude: &[WorkerId],
     ) -> Result<(Arc<Worker>, Pick), RouteError> {
         let t = Instant::now();
-        let workers = self.registry.snapshot();
+        self.follow_routing_changes();
+        let workers = self.registry.routing();
         let picked = select(self.policy.as_ref(), req, &workers, exclude)?;
         self.metrics.pick(picked.0.url());
         self.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
         Ok(picked)
+    }
+
+    /// Rank units appear (and go) in the background, when a worker's `dp_size` is learnt: the
+    /// policy hears of it at the next pick.
+    fn follow_routing_changes(&self) {
+        let now = self.registry.generation();
+        if self.seen_generation.swap(now, Ordering::AcqRel) != now {
+            self.policy.on_workers_changed(&self.registry.routing_ids());
+        }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -68,10 +82,11 @@ impl Router {
     /// Registers a worker; it takes traffic once its first health check passes (started now).
     pub fn add_worker(&self, url: &str) -> Result<Arc<Worker>, RegistryError> {
         let worker = self.registry.add(url)?;
-        self.policy.on_workers_changed(&self.registry.ids());
+        self.policy.on_workers_changed(&self.registry.routing_ids());
         let probe = Arc::clone(&worker);
         let client = self.client.clone();
-        tokio::spawn(async move { health::check_now(&client, &probe).await });
+        let registry = Arc::clone(&self.registry);
+        tokio::spawn(async move { health::check_now(&client, &registry, &probe).await });
         Ok(worker)
     }
 
@@ -80,7 +95,7 @@ impl Router {
         let removed = self.registry.remove(id)?;
         // A gRPC worker's connection goes with it once its last call ends.
         self.client.grpc().forget(&removed.origin);
-        self.policy.on_workers_changed(&self.registry.ids());
+        self.policy.on_workers_changed(&self.registry.routing_ids());
         self.metrics.forget_worker(removed.url());
         Some(removed)
     }

@@ -27,6 +27,20 @@ struct WorkerView<'a> {
     pending_prefill_tokens: u64,
     engine_load: EngineLoad,
     engine_load_sources: LoadSources,
+    /// A data-parallel worker's rank units: what routing sees of each rank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dp_ranks: Option<Vec<RankView>>,
+}
+
+#[derive(Serialize)]
+struct RankView {
+    id: u32,
+    rank: Option<u32>,
+    rank_field: Option<&'static str>,
+    in_flight: usize,
+    pending_prefill_tokens: u64,
+    engine_load: EngineLoad,
+    engine_load_sources: LoadSources,
 }
 
 fn describe(w: &Worker) -> WorkerView<'_> {
@@ -41,6 +55,7 @@ fn describe(w: &Worker) -> WorkerView<'_> {
         pending_prefill_tokens: w.pending_prefill(),
         engine_load: w.engine_load(),
         engine_load_sources: w.load_sources(),
+        dp_ranks: None,
     }
 }
 
@@ -49,9 +64,31 @@ struct WorkerList<'a> {
     workers: Vec<WorkerView<'a>>,
 }
 
+/// A data-parallel worker's rank unit.
+fn describe_rank(u: &Worker) -> RankView {
+    RankView {
+        id: u.id.0,
+        rank: u.dp_rank().map(|r| r.rank),
+        rank_field: u.dp_rank().map(|r| r.field),
+        in_flight: u.in_flight(),
+        pending_prefill_tokens: u.pending_prefill(),
+        engine_load: u.engine_load(),
+        engine_load_sources: u.load_sources(),
+    }
+}
+
 pub async fn list(State(app): State<Arc<AppState>>) -> Response {
-    let snapshot = app.router.registry().snapshot();
-    let workers = snapshot.iter().map(|w| describe(w)).collect();
+    let registry = app.router.registry();
+    let snapshot = registry.snapshot();
+    let workers = snapshot
+        .iter()
+        .map(|w| WorkerView {
+            dp_ranks: registry
+                .units_of(w.id)
+                .map(|units| units.iter().map(|u| describe_rank(u)).collect()),
+            ..describe(w)
+        })
+        .collect();
     axum::Json(WorkerList { workers }).into_response()
 }
 

@@ -121,6 +121,7 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         params.stop.clear();
     }
     let bootstrap = super::pd::Bootstrap::of(&body);
+    let rank = super::dp::RankFields::of(&body).requested(state.version);
     let run = match Run::start_pd(
         &state,
         "/generate",
@@ -128,10 +129,11 @@ pub async fn generate(State(state): State<Arc<SimState>>, body: Bytes) -> Respon
         prompt,
         &params,
         &bootstrap,
+        rank,
     ) {
         Ok(run) => run,
-        // A duplicate rid is the front end's `ValueError`, like the checks above.
-        Err(RunError::Duplicate(message)) if input.stream => return error_event(&state, &message),
+        // A duplicate rid or a bad DP rank is the front end's `ValueError`, like the checks above.
+        Err(RunError::FrontEnd(message)) if input.stream => return error_event(&state, &message),
         // The scheduler's refusals reach a stream as an abort chunk after the 200
         // (`_wait_one_response` yields it for status 400 and 503).
         Err(e @ (RunError::QueueFull | RunError::BadRequest(_))) if input.stream => {

@@ -12,6 +12,7 @@ use serde_json::Value;
 mod formats;
 
 use self::formats::{Chat, Text};
+use super::dp::RankFields;
 use super::logprobs::Logprobs;
 use super::parallel;
 use super::pd::Bootstrap;
@@ -77,6 +78,7 @@ pub async fn chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
         max_tokens: req.max_completion_tokens.or(req.sampling.max_tokens),
         rid: rid_of(&body),
         bootstrap: Bootstrap::of(&body),
+        dp_rank: RankFields::of(&body).requested(state.version),
         stream: req.stream,
     };
     let logprobs = req
@@ -108,6 +110,7 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         max_tokens: req.sampling.max_tokens.or(Some(16)),
         rid: rid_of(&body),
         bootstrap: Bootstrap::of(&body),
+        dp_rank: RankFields::of(&body).requested(state.version),
         stream: req.stream,
     };
     let common = Common::new(&state, req.model, req.stream_options, false, req.logprobs);
@@ -123,6 +126,7 @@ struct Ask<'a> {
     max_tokens: Option<i64>,
     rid: Option<String>,
     bootstrap: Bootstrap,
+    dp_rank: Option<i64>,
     stream: bool,
 }
 
@@ -171,7 +175,15 @@ async fn respond<F: Format>(
     let rid = ask
         .rid
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    match Run::start_pd(state, ask.path, rid, ask.prompt, &params, &ask.bootstrap) {
+    match Run::start_pd(
+        state,
+        ask.path,
+        rid,
+        ask.prompt,
+        &params,
+        &ask.bootstrap,
+        ask.dp_rank,
+    ) {
         Ok(run) => reply::answer(run, ask.stream, route(common)).await,
         Err(RunError::QueueFull) if ask.stream => queue_full_stream(state),
         Err(e) => run_error(e),

@@ -31,7 +31,7 @@ pub fn bad_request(message: &str) -> Response {
 /// Errors before the first token, in SGLang's shapes.
 pub fn run_error(e: RunError) -> Response {
     match e {
-        RunError::BadRequest(msg) | RunError::Duplicate(msg) => bad_request(&msg),
+        RunError::BadRequest(msg) | RunError::FrontEnd(msg) => bad_request(&msg),
         RunError::QueueFull => json(
             StatusCode::SERVICE_UNAVAILABLE,
             &ErrorObject::new("The request queue is full.", "503", 503),

@@ -17,9 +17,10 @@ pub enum RunError {
     BadRequest(String),
     #[error("The request queue is full.")]
     QueueFull,
-    /// A front-end `ValueError` (0.5.23), unlike the scheduler's refusals above.
+    /// A front-end `ValueError` (a duplicate rid in 0.5.23, a DP rank out of range), unlike the
+    /// scheduler's refusals above.
     #[error("{0}")]
-    Duplicate(String),
+    FrontEnd(String),
     #[error("injected fault: internal server error")]
     Injected,
 }
@@ -99,11 +100,11 @@ impl Run {
         prompt: Vec<u32>,
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
-        Run::start_pd(state, route, rid, prompt, params, &Bootstrap::default())
+        Run::start_pd(state, route, rid, prompt, params, &Bootstrap::default(), None)
     }
 
     /// [`Run::start`] for a request with its bootstrap fields, which a worker in a
-    /// disaggregated role needs.
+    /// disaggregated role needs, and the DP rank it names.
     pub fn start_pd(
         state: &Arc<SimState>,
         route: &'static str,
@@ -111,6 +112,7 @@ impl Run {
         prompt: Vec<u32>,
         params: &SamplingParams,
         bootstrap: &Bootstrap,
+        dp_rank: Option<i64>,
     ) -> Result<Run, RunError> {
         state.metrics.received.inc();
         state.record(ReceivedRequest {
@@ -119,10 +121,15 @@ impl Run {
             input_ids: prompt.clone(),
             max_new_tokens: params.max_new_tokens,
             sampling_params: params.clone(),
+            dp_rank,
         });
         if state.faults.should_fail() {
             return Err(RunError::Injected);
         }
+        state
+            .version
+            .check_dp_rank(dp_rank, state.driver.size())
+            .map_err(RunError::FrontEnd)?;
         let room = match (state.pd.mode, bootstrap.bootstrap_room) {
             (Mode::Null, _) => None,
             (_, Some(room)) => Some(room),
@@ -143,16 +150,15 @@ impl Run {
             Some(ids) => Plan::scripted(&state.tokenizer, &state.vocab, ids, &params),
             None => Plan::new(&state.vocab, &prompt, &params, state.eos_probability),
         };
+        let driver = state.driver.dispatch(dp_rank, room);
         let submitted = match (state.pd.mode, room) {
-            (Mode::Decode, Some(room)) => state
-                .driver
+            (Mode::Decode, Some(room)) => driver
                 .submit_awaiting_kv(&rid, &prompt, &plan.output_ids, state.version.same_rid())
                 .map(|t| {
                     let transfer = await_kv(state, &t, &rid, room, bootstrap, prompt, &plan);
                     (t, Some(PdRun::Decode { transfer }))
                 }),
-            _ => state
-                .driver
+            _ => driver
                 .submit(
                     &rid,
                     prompt,
@@ -170,7 +176,7 @@ impl Run {
         let (ticket, pd) = submitted.map_err(|r| match r {
             SubmitError::Engine(Rejection::QueueFull) => RunError::QueueFull,
             SubmitError::Engine(other) => RunError::BadRequest(other.to_string()),
-            e @ SubmitError::DuplicateRid(_) => RunError::Duplicate(e.to_string()),
+            e @ SubmitError::DuplicateRid(_) => RunError::FrontEnd(e.to_string()),
         })?;
         Ok(Run {
             rid,

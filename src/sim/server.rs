@@ -72,7 +72,8 @@ async fn model_info(State(s): State<Arc<SimState>>) -> Response {
 }
 
 async fn server_info(State(s): State<Arc<SimState>>) -> Response {
-    let loads = s.driver.loads();
+    // Rank 0's figures, as SGLang reports its first scheduler's.
+    let loads = s.driver.rank_loads().swap_remove(0);
     let mut info = s.server_args.clone();
     if let Some(map) = info.as_object_mut() {
         map.insert("status".into(), json!("ready"));
@@ -124,18 +125,26 @@ async fn models(State(s): State<Arc<SimState>>) -> Response {
     )
 }
 
-/// `/v1/loads` (`entrypoints/v1_loads.py`): 0.5.9's per-rank object has no
+/// `/v1/loads` (`entrypoints/v1_loads.py`): one entry per DP rank; 0.5.9's entries have no
 /// `num_waiting_uncached_tokens`.
 async fn loads(State(s): State<Arc<SimState>>) -> Response {
-    let mut load = json!(s.driver.loads());
-    if !s.version.loads_report_uncached_tokens() {
-        if let Some(map) = load.as_object_mut() {
-            map.remove("num_waiting_uncached_tokens");
-        }
-    }
+    let ranks = s.driver.rank_loads();
+    let count = ranks.len();
+    let loads: Vec<serde_json::Value> = ranks
+        .into_iter()
+        .map(|rank| {
+            let mut load = json!(rank);
+            if !s.version.loads_report_uncached_tokens() {
+                if let Some(map) = load.as_object_mut() {
+                    map.remove("num_waiting_uncached_tokens");
+                }
+            }
+            load
+        })
+        .collect();
     json(
         StatusCode::OK,
-        &json!({"timestamp": unix_now(), "version": s.version.as_str(), "dp_rank_count": 1, "loads": [load]}),
+        &json!({"timestamp": unix_now(), "version": s.version.as_str(), "dp_rank_count": count, "loads": loads}),
     )
 }
 
@@ -145,12 +154,11 @@ async fn get_load(State(s): State<Arc<SimState>>) -> Response {
     if !s.version.has_get_load() {
         return json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}));
     }
-    let l = s.driver.loads();
-    json(
-        StatusCode::OK,
-        &json!([{"rid":null,"http_worker_ipc":null,"dp_rank":0,"num_reqs":l.num_running_reqs + l.num_waiting_reqs,
-            "num_waiting_reqs":l.num_waiting_reqs,"num_tokens":l.num_used_tokens + l.num_waiting_uncached_tokens}]),
-    )
+    let ranks: Vec<serde_json::Value> = s.driver.rank_loads().iter().map(|l| {
+        json!({"rid":null,"http_worker_ipc":null,"dp_rank":l.dp_rank,"num_reqs":l.num_running_reqs + l.num_waiting_reqs,
+            "num_waiting_reqs":l.num_waiting_reqs,"num_tokens":l.num_used_tokens + l.num_waiting_uncached_tokens})
+    }).collect();
+    json(StatusCode::OK, &ranks)
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::driver::Driver;
 use super::faults::Faults;
 use super::metrics::SimMetrics;
 use super::version::SglangVersion;
@@ -19,8 +18,9 @@ pub struct SimState {
     pub model_name: String,
     pub tokenizer_path: String,
     pub tokenizer: Arc<Tokenizer>,
-    pub vocab: std::sync::Arc<OutputVocab>,
-    pub driver: Arc<Driver>,
+    pub vocab: Arc<OutputVocab>,
+    /// The engines, one per DP rank (`--dp-size`), behind the controller's dispatch.
+    pub driver: super::dp::Ranks,
     pub faults: Faults,
     pub metrics: SimMetrics,
     pub context_length: usize,
@@ -49,6 +49,8 @@ pub struct ReceivedRequest {
     pub max_new_tokens: Option<u32>,
     /// All of its sampling parameters (constraints such as `json_schema` included).
     pub sampling_params: SamplingParams,
+    /// The DP rank it named, in the field this release reads (`--dp-size`).
+    pub dp_rank: Option<i64>,
 }
 
 /// How many received requests `/sim/requests` remembers.

@@ -52,8 +52,9 @@ impl History {
 }
 
 /// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
-pub async fn check_now(client: &Client, worker: &Worker) {
+pub async fn check_now(client: &Client, registry: &Registry, worker: &Worker) {
     if check(client, worker, Duration::from_secs(5)).await.is_ok() {
+        super::dp::learn(client, registry, worker).await;
         worker.set_healthy(true);
     }
 }
@@ -105,6 +106,9 @@ pub fn spawn(
                 let reason = result.err().unwrap_or_default();
                 if healthy != w.is_healthy() {
                     if healthy {
+                        // Its data-parallel ranks are known before it takes traffic (a
+                        // restarted worker may have another `dp_size`).
+                        super::dp::learn(&client, &registry, w).await;
                         tracing::info!(worker = %w.url(), "worker healthy");
                     } else {
                         tracing::warn!(worker = %w.url(), error = %reason, "worker failed its health checks; excluded");

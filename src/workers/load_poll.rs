@@ -2,7 +2,8 @@
 //! tokens, which then come from its `/get_load`), else the deprecated `/get_load` list, else
 //! Prometheus gauges on `/metrics` (SGLang's or llama.cpp's); engines with none of them keep
 //! zeros and are routed on the gateway's own bookings alone. A gRPC worker: its `GetLoads` RPC.
-//! Parsing: `load_report`.
+//! A data-parallel worker's rank units each get their own rank's entry of `/v1/loads` (and of
+//! 0.5.9's `/get_load`); the worker itself gets the sum. Parsing: `load_report`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -27,39 +28,61 @@ enum Source {
     None,
 }
 
+/// One poll's figures: the worker's as a whole, and rank by rank when it reported ranks.
+struct Polled {
+    whole: (EngineLoad, LoadSources),
+    ranks: Vec<(EngineLoad, LoadSources)>,
+}
+
 async fn poll(
     client: &Client,
     worker: &Worker,
     source: Source,
     timeout: Duration,
-) -> Option<(EngineLoad, LoadSources)> {
+) -> Option<Polled> {
     let body = |path: &'static str| async move {
         match client.get(&worker.origin, path, timeout).await {
             Ok((status, body)) if status.is_success() => Some(body),
             _ => None,
         }
     };
-    let (first, fallback) = match source {
+    let (first, fallback, ranks) = match source {
         Source::V1Loads => {
-            let r = load_report::v1_loads(&body("/v1/loads").await?)?;
+            let v1 = body("/v1/loads").await?;
+            let r = load_report::v1_loads(&v1)?;
+            let by_rank = load_report::v1_loads_by_rank(&v1).unwrap_or_default();
             // 0.5.9's /v1/loads has no waiting tokens; its /get_load does.
-            let fallback = match r.waiting_tokens {
+            let legacy = match r.waiting_tokens {
                 Some(_) => None,
-                None => body("/get_load")
-                    .await
-                    .and_then(|b| load_report::get_load(&b, r.used_tokens))
-                    .map(|g| (g, LoadSource::GetLoad)),
+                None => body("/get_load").await,
             };
-            ((r, LoadSource::V1Loads), fallback)
+            let fallback = legacy
+                .as_ref()
+                .and_then(|b| load_report::get_load(b, r.used_tokens))
+                .map(|g| (g, LoadSource::GetLoad));
+            let used: Vec<Option<u64>> = by_rank.iter().map(|r| r.used_tokens).collect();
+            let legacy_ranks = legacy
+                .as_ref()
+                .and_then(|b| load_report::get_load_by_rank(b, &used))
+                .unwrap_or_default();
+            let ranks = by_rank
+                .into_iter()
+                .enumerate()
+                .map(|(i, rank)| {
+                    let fallback = legacy_ranks.get(i).map(|g| (*g, LoadSource::GetLoad));
+                    load_report::merge((rank, LoadSource::V1Loads), fallback)
+                })
+                .collect();
+            ((r, LoadSource::V1Loads), fallback, ranks)
         }
         Source::GetLoad => {
             let r = load_report::get_load(&body("/get_load").await?, None)?;
-            ((r, LoadSource::GetLoad), None)
+            ((r, LoadSource::GetLoad), None, Vec::new())
         }
         Source::Metrics => {
             let text = body("/metrics").await?;
             let r = load_report::metrics(std::str::from_utf8(&text).ok()?)?;
-            ((r, LoadSource::Metrics), None)
+            ((r, LoadSource::Metrics), None, Vec::new())
         }
         Source::GrpcGetLoads => {
             let r = crate::upstream::grpc::loads(client.grpc(), &worker.origin, timeout)
@@ -68,19 +91,19 @@ async fn poll(
             (
                 (load_report::grpc_loads(&r), LoadSource::GrpcGetLoads),
                 None,
+                Vec::new(),
             )
         }
         Source::None => return None,
     };
-    Some(load_report::merge(first, fallback))
+    Some(Polled {
+        whole: load_report::merge(first, fallback),
+        ranks,
+    })
 }
 
 /// Tries each source in turn; `None` when the worker reports its load nowhere.
-async fn discover(
-    client: &Client,
-    worker: &Worker,
-    timeout: Duration,
-) -> (Source, Option<(EngineLoad, LoadSources)>) {
+async fn discover(client: &Client, worker: &Worker, timeout: Duration) -> (Source, Option<Polled>) {
     let sources: &[Source] = if worker.origin.is_grpc() {
         &[Source::GrpcGetLoads]
     } else {
@@ -98,10 +121,12 @@ async fn discover(
 type SourceState = (Source, u32);
 
 /// Polls one worker (looking for its source again after too many misses) and records what it
-/// reports; returns the worker's new source state and the figures it reported.
+/// reports, a data-parallel worker's `units` rank by rank; returns the worker's new source
+/// state and the figures it reported.
 async fn poll_worker(
     client: Client,
     worker: Arc<Worker>,
+    units: Option<Arc<[Arc<Worker>]>>,
     (source, misses): SourceState,
     timeout: Duration,
 ) -> (SourceState, Option<EngineLoad>) {
@@ -115,9 +140,17 @@ async fn poll_worker(
         let misses = if load.is_some() { 0 } else { misses + 1 };
         ((source, misses), load)
     };
-    let reported = load.map(|(load, sources)| {
+    let reported = load.map(|polled| {
+        let (load, sources) = polled.whole;
         worker.set_engine_load(load);
         worker.set_load_sources(sources);
+        for unit in units.iter().flat_map(|u| u.iter()) {
+            let rank = unit.dp_rank().map_or(0, |r| r.rank as usize);
+            if let Some((load, sources)) = polled.ranks.get(rank) {
+                unit.set_engine_load(*load);
+                unit.set_load_sources(*sources);
+            }
+        }
         load
     });
     (state, reported)
@@ -202,11 +235,12 @@ pub fn spawn(
                     let now = Instant::now();
                     for w in workers.iter().filter(|w| w.is_healthy()) {
                         let s = schedules.entry(w.id).or_insert_with(|| Schedule::new(now, base));
-                        if !s.is_due(now, base, w.in_flight()) {
+                        if !s.is_due(now, base, ours(&registry, w)) {
                             continue;
                         }
                         s.in_poll = true;
-                        let task = polls.spawn(poll_worker(client.clone(), Arc::clone(w), s.source, timeout));
+                        let units = registry.units_of(w.id);
+                        let task = polls.spawn(poll_worker(client.clone(), Arc::clone(w), units, s.source, timeout));
                         polling.insert(task.id(), Arc::clone(w));
                     }
                 }
@@ -217,7 +251,7 @@ pub fn spawn(
                     };
                     let Some(w) = polling.remove(&task) else { continue };
                     let Some(s) = schedules.get_mut(&w.id) else { continue };
-                    let ours = w.in_flight();
+                    let ours = ours(&registry, &w);
                     let report = match result {
                         Some((source, report)) => {
                             s.source = source;
@@ -230,6 +264,14 @@ pub fn spawn(
             }
         }
     })
+}
+
+/// Requests this gateway has on a worker, its DP ranks' included.
+fn ours(registry: &Registry, w: &Worker) -> usize {
+    let ranks = registry
+        .units_of(w.id)
+        .map_or(0, |units| units.iter().map(|u| u.in_flight()).sum());
+    w.in_flight() + ranks
 }
 
 /// How often the schedule is looked at (the resolution of the polling periods).

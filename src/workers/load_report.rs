@@ -48,6 +48,7 @@ struct Loads {
 
 #[derive(Deserialize)]
 struct RankLoad {
+    dp_rank: Option<usize>,
     num_running_reqs: Option<u64>,
     num_waiting_reqs: Option<u64>,
     num_waiting_uncached_tokens: Option<u64>,
@@ -56,6 +57,7 @@ struct RankLoad {
 
 #[derive(Deserialize)]
 struct LegacyLoad {
+    dp_rank: Option<usize>,
     #[serde(default)]
     num_reqs: u64,
     #[serde(default)]
@@ -81,6 +83,42 @@ pub fn v1_loads(body: &[u8]) -> Option<Reading> {
         waiting_tokens: sum(&l.loads, |r| r.num_waiting_uncached_tokens),
         used_tokens: sum(&l.loads, |r| r.num_used_tokens),
     })
+}
+
+/// `/v1/loads` rank by rank (a data-parallel worker's units), indexed by `dp_rank` (by position
+/// where a rank has none).
+pub fn v1_loads_by_rank(body: &[u8]) -> Option<Vec<Reading>> {
+    let l: Loads = serde_json::from_slice(body).ok()?;
+    let mut ranks = vec![Reading::default(); l.loads.len()];
+    for (i, r) in l.loads.iter().enumerate() {
+        if let Some(slot) = ranks.get_mut(r.dp_rank.unwrap_or(i)) {
+            *slot = Reading {
+                running: r.num_running_reqs,
+                waiting: r.num_waiting_reqs,
+                waiting_tokens: r.num_waiting_uncached_tokens,
+                used_tokens: r.num_used_tokens,
+            };
+        }
+    }
+    Some(ranks)
+}
+
+/// 0.5.9's `/get_load` rank by rank, each given that rank's used KV from `/v1/loads`.
+pub fn get_load_by_rank(body: &[u8], used: &[Option<u64>]) -> Option<Vec<Reading>> {
+    let list: Vec<serde_json::Value> = serde_json::from_slice(body).ok()?;
+    let mut ranks = vec![Reading::default(); used.len()];
+    for (i, item) in list.iter().enumerate() {
+        let Ok(one) = serde_json::from_value::<LegacyLoad>(item.clone()) else {
+            continue;
+        };
+        let rank = one.dp_rank.unwrap_or(i);
+        if let (Some(slot), Ok(single)) = (ranks.get_mut(rank), serde_json::to_vec(&[item])) {
+            if let Some(r) = get_load(&single, used.get(rank).copied().flatten()) {
+                *slot = r;
+            }
+        }
+    }
+    Some(ranks)
 }
 
 /// 0.5.9's `/get_load` list. `num_tokens` is used KV plus the waiting requests' tokens: the
@@ -190,6 +228,20 @@ pub fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loads_rank_by_rank() {
+        let v1 = br#"{"loads":[{"dp_rank":1,"num_running_reqs":1,"num_waiting_reqs":0,"num_used_tokens":10},{"dp_rank":0,"num_running_reqs":3,"num_waiting_reqs":2,"num_used_tokens":50}]}"#;
+        let ranks = v1_loads_by_rank(v1).unwrap();
+        assert_eq!(ranks[0].running, Some(3));
+        assert_eq!(ranks[1].running, Some(1));
+        assert_eq!(ranks[0].waiting_tokens, None);
+        let legacy = br#"[{"dp_rank":0,"num_reqs":5,"num_waiting_reqs":2,"num_tokens":450},{"dp_rank":1,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":10}]"#;
+        let g = get_load_by_rank(legacy, &[Some(50), Some(10)]).unwrap();
+        assert_eq!(g[0].waiting_tokens, Some(400));
+        assert_eq!(g[1].waiting_tokens, Some(0));
+        assert_eq!(g[0].running, Some(3));
+    }
 
     #[test]
     fn v0_5_23_loads_give_every_field() {

@@ -1,11 +1,16 @@
 //! One worker: its address and live state (health, breaker, load booked by the gateway, load
 //! reported by its engine). All counters are atomics read on every routing decision.
+//!
+//! A data-parallel worker (`dp_size` N > 1) is routed as N rank units: each a `Worker` of its
+//! own (id, bookings, engine load, prefix index entries) that shares the member's address,
+//! health and breaker, and carries its rank into every request (see `registry`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::breaker::Breaker;
 use super::load_report::LoadSources;
+use crate::protocol::sglang::DpRank;
 use crate::upstream::Origin;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -25,8 +30,11 @@ pub struct EngineLoad {
 pub struct Worker {
     pub id: WorkerId,
     pub origin: Arc<Origin>,
-    healthy: AtomicBool,
-    pub breaker: Breaker,
+    /// Shared by a data-parallel worker's rank units.
+    healthy: Arc<AtomicBool>,
+    pub breaker: Arc<Breaker>,
+    /// The rank this routing unit runs requests on; `None` for a worker routed whole.
+    dp_rank: Option<DpRank>,
     in_flight: AtomicUsize,
     /// Prefill tokens of requests that have not produced their first token yet.
     pending_prefill: AtomicU64,
@@ -53,8 +61,9 @@ impl Worker {
             id,
             origin: Arc::new(Origin::parse(url)?),
             // Unknown until the first health check answers.
-            healthy: AtomicBool::new(false),
-            breaker: Breaker::default(),
+            healthy: Arc::new(AtomicBool::new(false)),
+            breaker: Arc::default(),
+            dp_rank: None,
             in_flight: AtomicUsize::new(0),
             pending_prefill: AtomicU64::new(0),
             engine_running: AtomicU64::new(0),
@@ -63,6 +72,29 @@ impl Worker {
             load_sources: Default::default(),
             served_at_ms: AtomicU64::new(0),
         })
+    }
+
+    /// One rank of this (data-parallel) worker as a routing unit of its own: same address,
+    /// health and breaker; its own load.
+    pub fn rank_unit(&self, id: WorkerId, rank: DpRank) -> Worker {
+        Worker {
+            id,
+            origin: Arc::clone(&self.origin),
+            healthy: Arc::clone(&self.healthy),
+            breaker: Arc::clone(&self.breaker),
+            dp_rank: Some(rank),
+            in_flight: AtomicUsize::new(0),
+            pending_prefill: AtomicU64::new(0),
+            engine_running: AtomicU64::new(0),
+            engine_waiting: AtomicU64::new(0),
+            engine_waiting_uncached: AtomicU64::new(0),
+            load_sources: Default::default(),
+        }
+    }
+
+    /// The rank a request routed to this unit names (`None`: the worker balances itself).
+    pub fn dp_rank(&self) -> Option<DpRank> {
+        self.dp_rank
     }
 
     /// Base URL without a trailing slash.

@@ -15,6 +15,7 @@ mod admission;
 mod background_work;
 mod config_file;
 mod discovery;
+mod dp;
 mod ending;
 mod front_doors;
 mod gateway_core;

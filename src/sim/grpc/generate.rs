@@ -80,7 +80,7 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
 fn refusal(e: RunError) -> Status {
     let status = match e {
         RunError::QueueFull => 503,
-        RunError::BadRequest(_) | RunError::Duplicate(_) => 400,
+        RunError::BadRequest(_) | RunError::FrontEnd(_) => 400,
         RunError::Injected => 500,
     };
     Status::new(grpc_code(status), e.to_string())

@@ -1,7 +1,8 @@
 //! Subscriptions: find each worker's publisher, follow it, and keep its view exact.
 //!
 //! A reconcile loop starts one task per worker in the registry (and stops it, dropping the view,
-//! when the worker leaves). The task reads `/server_info`: `kv_events_config` (SGLang's JSON
+//! when the worker leaves, or restarts it when its rank units change: a data-parallel worker's
+//! rank `r` is indexed under its rank unit, so the policy sees each rank's cache). The task reads `/server_info`: `kv_events_config` (SGLang's JSON
 //! string; a `zmq` publisher), `page_size`, `dp_size` and `max_total_num_tokens`. A `*`,
 //! `0.0.0.0` or `::` host is the worker URL's host; `--kv-events-endpoint URL=ENDPOINT` overrides
 //! it. Each DP rank is followed at port + rank:
@@ -57,14 +58,21 @@ pub fn spawn(
     settings: Settings,
 ) {
     tokio::spawn(async move {
-        let mut tasks: HashMap<WorkerId, tokio::task::JoinHandle<()>> = HashMap::new();
+        // By member: the rank units it was started with, and its task. A data-parallel
+        // member's ranks are followed under their units' ids, so a change of units restarts it.
+        let mut tasks: HashMap<WorkerId, (Vec<WorkerId>, tokio::task::JoinHandle<()>)> =
+            HashMap::new();
         loop {
             let workers = registry.snapshot();
-            tasks.retain(|id, task| {
-                let live = workers.iter().any(|w| w.id == *id);
+            tasks.retain(|id, (units, task)| {
+                let live =
+                    workers.iter().any(|w| w.id == *id) && *units == unit_ids(&registry, *id);
                 if !live {
                     task.abort();
                     index.drop_worker(*id);
+                    for unit in units.iter() {
+                        index.drop_worker(*unit);
+                    }
                 }
                 live
             });
@@ -74,17 +82,26 @@ pub fn spawn(
                 }
                 let follow = Follow {
                     worker: Arc::clone(w),
+                    units: registry.units_of(w.id),
                     client: client.clone(),
                     index: Arc::clone(&index),
                     metrics: Arc::clone(&metrics),
                     settings: settings.clone(),
                 };
-                tasks.insert(w.id, tokio::spawn(follow.run()));
+                let units = unit_ids(&registry, w.id);
+                tasks.insert(w.id, (units, tokio::spawn(follow.run())));
             }
-            update_gauges(&index, &metrics, &workers);
+            update_gauges(&index, &metrics, &registry.routing());
             tokio::time::sleep(RECONCILE_EVERY).await;
         }
     });
+}
+
+fn unit_ids(registry: &Registry, member: WorkerId) -> Vec<WorkerId> {
+    registry
+        .units_of(member)
+        .map(|u| u.iter().map(|w| w.id).collect())
+        .unwrap_or_default()
 }
 
 fn update_gauges(index: &KvIndex, metrics: &KvEventMetrics, workers: &[Arc<Worker>]) {
@@ -100,13 +117,15 @@ fn update_gauges(index: &KvIndex, metrics: &KvEventMetrics, workers: &[Arc<Worke
             metrics
                 .blocks
                 .with_label_values(&[w.url()])
-                .set(blocks as i64);
+                .add(blocks as i64); // a data-parallel worker's ranks add up
         }
     }
 }
 
 struct Follow {
     worker: Arc<Worker>,
+    /// A data-parallel worker's rank units (each rank's events are indexed under its unit).
+    units: Option<Arc<[Arc<Worker>]>>,
     client: Client,
     index: Arc<KvIndex>,
     metrics: Arc<KvEventMetrics>,
@@ -152,11 +171,21 @@ impl Follow {
         let capacity = adv
             .capacity_tokens
             .map_or(usize::MAX, |t| t / adv.page_size + 1);
+        if adv.publishers.len() > 1 && self.units.is_none() {
+            // Its rank units are not made yet: the reconcile loop starts over once they are.
+            return;
+        }
         let mut ranks = tokio::task::JoinSet::new();
         for p in adv.publishers {
-            self.index.open_view(self.worker.id, p.rank, capacity);
+            let unit = self
+                .units
+                .iter()
+                .flat_map(|u| u.iter())
+                .find(|u| u.dp_rank().is_some_and(|r| r.rank == p.rank))
+                .map_or(self.worker.id, |u| u.id);
+            self.index.open_view(unit, p.rank, capacity);
             let rank = Rank {
-                worker: self.worker.id,
+                worker: unit,
                 url: self.worker.url().to_owned(),
                 publisher: p,
                 index: Arc::clone(&self.index),
