@@ -10,7 +10,8 @@ use super::{Worker, WorkerId};
 #[derive(Debug, Default)]
 pub struct Registry {
     workers: RwLock<Arc<[Arc<Worker>]>>,
-    next_id: AtomicU32,
+    /// Shared by the registries of one gateway's models, so a worker id names one worker.
+    next_id: Arc<AtomicU32>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -24,6 +25,18 @@ pub enum RegistryError {
 impl Registry {
     pub fn new(urls: &[String]) -> Result<Registry, RegistryError> {
         let registry = Registry::default();
+        for url in urls {
+            registry.add(url)?;
+        }
+        Ok(registry)
+    }
+
+    /// A registry whose ids come from `ids`, shared with other registries.
+    pub fn sharing_ids(urls: &[String], ids: Arc<AtomicU32>) -> Result<Registry, RegistryError> {
+        let registry = Registry {
+            next_id: ids,
+            ..Registry::default()
+        };
         for url in urls {
             registry.add(url)?;
         }

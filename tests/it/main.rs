@@ -23,6 +23,7 @@ mod hub_tokenizers;
 mod kv_events;
 mod layering;
 mod migration;
+mod models;
 mod pd;
 mod python_clients;
 mod real_engine;
