@@ -1,5 +1,6 @@
-//! The model this gateway serves: the name clients send, the tokenizer (with its chat template)
-//! the context length and its reasoning and tool-call parsers. What `prepare` needs and nothing more.
+//! A model the gateway serves: the names clients send, the tokenizer (with its chat template),
+//! the context length and its reasoning and tool-call parsers. What `prepare` needs and nothing
+//! more (its workers are in `models::Served`).
 
 use std::sync::{Arc, OnceLock};
 
