@@ -1,6 +1,7 @@
 //! `switchboard serve` settings: one clap definition holds every setting with its default and
 //! help text; a TOML file (`--config`) supplies values for flags the command line leaves out.
 
+pub mod models;
 pub mod pd;
 
 use std::ffi::OsString;
@@ -78,6 +79,10 @@ pub struct ServeConfig {
     /// Set at start-up when the served name came from the workers (not a setting).
     #[arg(skip)]
     pub served_model_name_from_workers: bool,
+    /// The config file's `[[models]]`: several models behind this gateway (none: one model, from
+    /// the flags above).
+    #[arg(skip)]
+    pub models: Vec<models::ModelSpec>,
     /// A Jinja chat template file overriding the tokenizer's.
     #[arg(long)]
     pub chat_template: Option<PathBuf>,
@@ -199,6 +204,9 @@ impl ServeConfig {
         let mut merged = vec![OsString::from("serve")];
         for (key, value) in &table {
             let id = key.replace('-', "_");
+            if id == "models" {
+                continue;
+            }
             if !known.contains(&id) || id == "config" {
                 return Err(ConfigError::Toml {
                     path,
@@ -215,11 +223,24 @@ impl ServeConfig {
             })?;
         }
         merged.extend(args.into_iter().skip(1));
-        let matches = ServeOnly::command().try_get_matches_from(merged)?;
-        ServeOnly::from_arg_matches(&matches)?.serve.validated()
+        let matches = ServeOnly::command().try_get_matches_from(&merged)?;
+        let mut config = ServeOnly::from_arg_matches(&matches)?.serve;
+        config.models = match table.get("models") {
+            Some(models) => {
+                models::specs(models, &merged).map_err(|message| ConfigError::Toml {
+                    path: path.clone(),
+                    message,
+                })?
+            }
+            None => Vec::new(),
+        };
+        config.validated()
     }
 
     fn validated(self) -> Result<ServeConfig, ConfigError> {
+        if !self.models.is_empty() {
+            self.check_models().map_err(ConfigError::Invalid)?;
+        }
         for url in &self.worker_urls {
             crate::upstream::Origin::parse(url).map_err(ConfigError::Invalid)?;
         }

@@ -1,19 +1,19 @@
-//! Starting the gateway: tokenizer, workers, policy, metrics, listeners.
+//! Starting the gateway: tokenizers, workers, policies, metrics (`build`), background tasks,
+//! listeners.
+
+mod build;
+
+pub use build::build_state;
+use build::default_model_name;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::ServeConfig;
-use crate::metrics::Metrics;
-use crate::model::Model;
-use crate::relay::Relay;
-use crate::routing::{PolicyKind, Router};
-use crate::server::limits::Limits;
 use crate::server::{self, AppState};
-use crate::tokenize::Tokenizer;
 use crate::upstream::Client;
-use crate::workers::{health, kv_events, load_poll, Registry};
+use crate::workers::{health, kv_events, load_poll};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -47,167 +47,18 @@ pub struct Gateway {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
-    let default_name = default_model_name(&config);
-    let mut tokenizer = match &config.model_path {
-        Some(dir) => Tokenizer::from_dir(dir)?,
-        None => crate::bundled::tokenizer()?,
-    };
-    if let Some(path) = &config.chat_template {
-        let source = std::fs::read_to_string(path).map_err(|source| StartError::ChatTemplate {
-            path: path.display().to_string(),
-            source,
-        })?;
-        tokenizer = tokenizer.with_chat_template(source)?;
-    }
-    let name: Arc<str> = config
-        .served_model_name
-        .clone()
-        .unwrap_or_else(|| default_name.clone())
-        .into();
-    // A name learned from the workers (see `learn_served_name`) leaves the folder's accepted.
-    let aliases = if config.served_model_name_from_workers && *name != *default_name {
-        vec![Arc::from(default_name)]
-    } else {
-        Vec::new()
-    };
-    let context_length = config
-        .context_length
-        .or(tokenizer.model_max_length())
-        .unwrap_or(32768);
-    let model = Model {
-        name,
-        aliases,
-        tokenizer: Arc::new(tokenizer),
-        context_length,
-        reasoning_parser: config.reasoning_parser,
-        tool_call_parser: config.tool_call_parser,
-    };
-    let metrics = Arc::new(Metrics::new(
-        prometheus::Registry::new(),
-        &model.name,
-        &config.routing.policy.name(),
-    )?);
-    let client = Client::new(
-        Duration::from_secs(config.reliability.connect_timeout_secs.max(1)),
-        config.worker_tls().config()?,
-    );
-    let pd = &config.pd;
-    // PD: the main pool holds the decode workers (whose answers the clients get).
-    let (worker_urls, main_routing) = if pd.pd_disaggregation {
-        let mut routing = config.routing.clone();
-        routing.policy = pd.decode_policy.unwrap_or(PolicyKind::PowerOfTwo);
-        (pd.decode.clone(), routing)
-    } else {
-        (config.worker_urls.clone(), config.routing.clone())
-    };
-    let kv_index = kv_index(&main_routing);
-    let router = Arc::new(
-        Router::new(
-            Arc::new(Registry::new(&worker_urls)?),
-            crate::routing::build_with_kv_index(&main_routing, kv_index.clone()),
-            Arc::clone(&metrics),
-            client.clone(),
-        )
-        .with_kv_index(kv_index),
-    );
-    let prefill = match pd.pd_disaggregation {
-        true => Some(Arc::new(prefill_pool(&config, &metrics, &client)?)),
-        false => None,
-    };
-    let relay = Arc::new(Relay {
-        router: Arc::clone(&router),
-        prefill,
-        client,
-        metrics: Arc::clone(&metrics),
-        tokenizer: Arc::clone(&model.tokenizer),
-        reliability: config.reliability.clone(),
-        request_timeout_secs: config.request_timeout_secs,
-        shutdown: tokio::sync::watch::channel(false).0,
-    });
-    Ok(AppState {
-        limits: Limits::new(&config, model.context_length),
-        model,
-        router,
-        relay,
-        metrics,
-        draining: tokio::sync::watch::channel(false).0,
-        config,
-    })
-}
-
-/// The exact index for prefix-aware policies, unless `--kv-events off`: filled only for
-/// workers that advertise a publisher, so it costs nothing without them.
-fn kv_index(cfg: &crate::routing::RoutingConfig) -> Option<Arc<kv_events::KvIndex>> {
-    use crate::routing::{KvEventsMode, PolicyKind};
-    let prefix_aware = matches!(cfg.policy, PolicyKind::PrefixCost | PolicyKind::CacheAware);
-    (prefix_aware && cfg.kv_events == KvEventsMode::Auto).then(|| {
-        let page = usize::try_from(cfg.prefix_page_size).unwrap_or(16);
-        Arc::new(kv_events::KvIndex::new(page, cfg.kv_events_max_blocks))
-    })
-}
-
 /// Binds the listeners and serves in the background; health checks start at once.
 pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     fetch_hub_tokenizer(&mut config).await?;
+    fetch_hub_tokenizers(&mut config).await?;
     learn_served_name(&mut config).await?;
     let state = Arc::new(build_state(config)?);
+    spawn_background(&state)?;
     let c = &state.config;
-    let registry = state.router.registry();
-    let client = &state.relay.client;
-    registry.route_dp_ranks(!c.disable_dp_routing);
-    if let Some(pool) = &state.relay.prefill {
-        pool.router()
-            .registry()
-            .route_dp_ranks(!c.disable_dp_routing);
-    }
-    health::spawn(
-        Arc::clone(registry),
-        client.clone(),
-        Duration::from_secs(c.health_check_interval_secs.max(1)),
-    );
-    let mut registries = vec![Arc::clone(registry)];
-    if let Some(pool) = &state.relay.prefill {
-        let prefill = Arc::clone(pool.router().registry());
-        health::spawn(
-            Arc::clone(&prefill),
-            client.clone(),
-            Duration::from_secs(c.health_check_interval_secs.max(1)),
-        );
-        registries.push(prefill);
-    }
-    if c.load_poll_interval_ms > 0 {
-        for registry in registries {
-            load_poll::spawn(
-                registry,
-                client.clone(),
-                Duration::from_millis(c.load_poll_interval_ms),
-            );
-        }
-    }
-    if let Some(index) = state.router.kv_index() {
-        let settings = kv_events::subscriber::Settings {
-            overrides: c.routing.kv_events_endpoints.clone(),
-            rebuild: Duration::from_secs(c.routing.kv_events_rebuild_secs),
-        };
-        let metrics = Arc::new(kv_events::metrics::KvEventMetrics::new(
-            state.metrics.registry(),
-        )?);
-        kv_events::subscriber::spawn(
-            Arc::clone(registry),
-            client.clone(),
-            Arc::clone(index),
-            metrics,
-            settings,
-        );
-    }
     if c.discovery.service_discovery {
         let fleet = crate::discovery::reconcile::Fleet {
-            router: Arc::clone(&state.router),
-            prefill: state.relay.prefill.clone(),
-            client: client.clone(),
-            model: Arc::clone(&state.model.name),
-            metrics: Arc::clone(&state.metrics),
+            models: Arc::clone(&state.models),
+            client: state.client.clone(),
         };
         crate::discovery::watch::spawn(fleet, &c.discovery).await?;
     }
@@ -263,6 +114,53 @@ pub async fn start(mut config: ServeConfig) -> Result<Gateway, StartError> {
     })
 }
 
+/// Every model's health checks, load polls and KV-event subscriptions.
+fn spawn_background(state: &AppState) -> Result<(), StartError> {
+    let c = &state.config;
+    let client = &state.client;
+    let health_interval = Duration::from_secs(c.health_check_interval_secs.max(1));
+    // Registered once, shared by every model's subscriptions.
+    let mut kv_metrics = None;
+    for served in state.models.iter() {
+        let router = served.router();
+        let mut registries = vec![Arc::clone(router.registry())];
+        if let Some(pool) = &served.relay.prefill {
+            registries.push(Arc::clone(pool.router().registry()));
+        }
+        for registry in &registries {
+            registry.route_dp_ranks(!c.disable_dp_routing);
+            health::spawn(Arc::clone(registry), client.clone(), health_interval);
+            if c.load_poll_interval_ms > 0 {
+                let every = Duration::from_millis(c.load_poll_interval_ms);
+                load_poll::spawn(Arc::clone(registry), client.clone(), every);
+            }
+        }
+        if let Some(index) = router.kv_index() {
+            let settings = kv_events::subscriber::Settings {
+                overrides: c.routing.kv_events_endpoints.clone(),
+                rebuild: Duration::from_secs(c.routing.kv_events_rebuild_secs),
+            };
+            let metrics = match &kv_metrics {
+                Some(m) => Arc::clone(m),
+                None => {
+                    let m = Arc::new(kv_events::metrics::KvEventMetrics::new(
+                        state.metrics.registry(),
+                    )?);
+                    kv_metrics.insert(m).clone()
+                }
+            };
+            kv_events::subscriber::spawn(
+                Arc::clone(router.registry()),
+                client.clone(),
+                Arc::clone(index),
+                metrics,
+                settings,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A Hub repo id in `--model-path` becomes the snapshot folder its files were downloaded to; the
 /// served name defaults to the repo id, which is what SGLang reports when given the same id.
 async fn fetch_hub_tokenizer(config: &mut ServeConfig) -> Result<(), StartError> {
@@ -282,16 +180,21 @@ async fn fetch_hub_tokenizer(config: &mut ServeConfig) -> Result<(), StartError>
     Ok(())
 }
 
-/// The name served when neither the flag nor the workers give one: the tokenizer folder's
-/// (bundled: SmolLM2's).
-fn default_model_name(config: &ServeConfig) -> String {
-    match &config.model_path {
-        Some(dir) => dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| dir.display().to_string()),
-        None => crate::bundled::MODEL_NAME.to_owned(),
+/// The same for each `[[models]]` entry's `tokenizer_path` (its name is its own).
+async fn fetch_hub_tokenizers(config: &mut ServeConfig) -> Result<(), StartError> {
+    for spec in &mut config.models {
+        let Some(repo) = spec
+            .tokenizer_path
+            .as_deref()
+            .and_then(crate::hub::RepoId::from_model_path)
+        else {
+            continue;
+        };
+        let dir = crate::hub::fetch(&repo, &spec.tokenizer_revision).await?;
+        tracing::info!(model = %spec.name, repo = repo.as_str(), dir = %dir.display(), "tokenizer from the Hub cache");
+        spec.tokenizer_path = Some(dir);
     }
+    Ok(())
 }
 
 /// How long start-up waits for the workers to say which model they serve.
@@ -370,34 +273,9 @@ impl Gateway {
             return;
         }
         tracing::warn!("grace period over: ending the requests still in flight");
-        let _ = self.state.relay.shutdown.send(true);
+        let _ = self.state.shutdown.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
         // Let the abort requests to workers go out before the runtime stops.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-/// PD: the prefill pool, its own registry and policy (default `--policy`: cache-aware).
-fn prefill_pool(
-    config: &ServeConfig,
-    metrics: &Arc<Metrics>,
-    client: &Client,
-) -> Result<crate::routing::pd::PrefillPool, StartError> {
-    let workers = config
-        .pd
-        .prefill_workers()
-        .map_err(|e| StartError::Config(crate::config::ConfigError::Invalid(e)))?;
-    let urls: Vec<String> = workers.iter().map(|(url, _)| url.clone()).collect();
-    let mut routing = config.routing.clone();
-    routing.policy = config.pd.prefill_policy.unwrap_or(config.routing.policy);
-    let router = Arc::new(Router::new(
-        Arc::new(Registry::new(&urls)?),
-        crate::routing::build(&routing),
-        Arc::clone(metrics),
-        client.clone(),
-    ));
-    Ok(crate::routing::pd::PrefillPool::new(
-        router,
-        workers.into_iter().collect(),
-    ))
 }

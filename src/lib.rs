@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod hub;
 pub mod metrics;
 pub mod model;
+pub mod models;
 pub mod net;
 pub mod prepare;
 pub mod protocol;

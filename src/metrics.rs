@@ -1,5 +1,7 @@
 //! The gateway's Prometheus metrics, registered on a registry handed in (not a global), with
-//! label values bounded: endpoint names, status codes, worker URLs from the registry.
+//! label values bounded: endpoint names, status codes, worker URLs from the registry, and the
+//! `model` every series carries (one `Metrics` per configured model, on one registry; requests
+//! refused before their model was known count under [`UNROUTED`]).
 
 pub mod timer;
 
@@ -8,6 +10,10 @@ use prometheus::{
 };
 
 pub use timer::RequestTimer;
+
+/// The `model` label of what no configured model can be charged with, with several models (a
+/// request refused before its model was looked up, or naming none of them).
+pub const UNROUTED: &str = "none";
 
 /// What one finished request adds to the counters.
 pub struct Outcome {
@@ -216,7 +222,8 @@ impl Metrics {
             Opts::new(
                 "switchboard_upstream_errors_total",
                 "Worker failures by kind",
-            ),
+            )
+            .const_label("model", model),
             &["kind"],
         )?;
         registry.register(Box::new(upstream_errors.clone()))?;
@@ -224,7 +231,8 @@ impl Metrics {
             Opts::new(
                 "switchboard_worker_in_flight_requests",
                 "Requests in flight per worker",
-            ),
+            )
+            .const_label("model", model),
             &["worker"],
         )?;
         registry.register(Box::new(worker_in_flight.clone()))?;
@@ -232,7 +240,8 @@ impl Metrics {
             Opts::new(
                 "switchboard_worker_healthy",
                 "1 when the worker is taking traffic",
-            ),
+            )
+            .const_label("model", model),
             &["worker"],
         )?;
         registry.register(Box::new(worker_healthy.clone()))?;
@@ -240,7 +249,8 @@ impl Metrics {
             Opts::new(
                 "switchboard_worker_breaker_open",
                 "1 while the worker's circuit breaker is open",
-            ),
+            )
+            .const_label("model", model),
             &["worker"],
         )?;
         registry.register(Box::new(worker_breaker_open.clone()))?;
@@ -248,7 +258,8 @@ impl Metrics {
             Opts::new(
                 "switchboard_worker_breaker_transitions_total",
                 "Circuit breaker openings and closings",
-            ),
+            )
+            .const_label("model", model),
             &["worker"],
         )?;
         registry.register(Box::new(breaker_transitions.clone()))?;
@@ -257,6 +268,7 @@ impl Metrics {
                 "switchboard_route_picks_total",
                 "Routing decisions by worker",
             )
+            .const_label("model", model)
             .const_label("policy", policy),
             &["worker"],
         )?;
@@ -266,6 +278,7 @@ impl Metrics {
                 "switchboard_cache_prediction_error_tokens",
                 "Worker-reported cached tokens minus the routing policy's prediction, per request",
             )
+            .const_label("model", model)
             .const_label("policy", policy)
             .buckets(vec![
                 -4096.0, -1024.0, -256.0, -64.0, -16.0, -1.0, 0.0, 1.0, 16.0, 64.0, 256.0, 1024.0,
@@ -273,28 +286,38 @@ impl Metrics {
             ]),
         )?;
         registry.register(Box::new(prediction_error.clone()))?;
-        let prefix_index_tokens = prometheus::IntGauge::new(
-            "switchboard_prefix_index_tokens",
-            "Tokens held by the routing prefix index",
+        let prefix_index_tokens = prometheus::IntGauge::with_opts(
+            Opts::new(
+                "switchboard_prefix_index_tokens",
+                "Tokens held by the routing prefix index",
+            )
+            .const_label("model", model),
         )?;
         registry.register(Box::new(prefix_index_tokens.clone()))?;
-        let tokenizer_cache_bytes = prometheus::IntGauge::new(
-            "switchboard_tokenizer_cache_bytes",
-            "Estimated bytes held by the tokenizer's piece cache (bounded at 32 MiB)",
+        let tokenizer_cache_bytes = prometheus::IntGauge::with_opts(
+            Opts::new(
+                "switchboard_tokenizer_cache_bytes",
+                "Estimated bytes held by the tokenizer's piece cache (bounded at 32 MiB)",
+            )
+            .const_label("model", model),
         )?;
         registry.register(Box::new(tokenizer_cache_bytes.clone()))?;
-        let retries = IntCounter::new(
-            "switchboard_retries_total",
-            "Requests re-sent to another worker before any byte reached the client",
+        let retries = IntCounter::with_opts(
+            Opts::new(
+                "switchboard_retries_total",
+                "Requests re-sent to another worker before any byte reached the client",
+            )
+            .const_label("model", model),
         )?;
         registry.register(Box::new(retries.clone()))?;
-        let migrations = IntCounterVec::new(Opts::new("switchboard_migrations_total", "Generations whose worker failed mid-stream, by whether another worker continued them"), &["outcome"])?;
+        let migrations = IntCounterVec::new(Opts::new("switchboard_migrations_total", "Generations whose worker failed mid-stream, by whether another worker continued them").const_label("model", model), &["outcome"])?;
         registry.register(Box::new(migrations.clone()))?;
         let discovery_changes = IntCounterVec::new(
             Opts::new(
                 "switchboard_discovery_changes_total",
                 "Workers added or removed by Kubernetes service discovery",
-            ),
+            )
+            .const_label("model", model),
             &["change"],
         )?;
         registry.register(Box::new(discovery_changes.clone()))?;

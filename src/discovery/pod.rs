@@ -126,18 +126,7 @@ pub fn evaluate(pod: &Pod, rules: &Rules) -> PodState {
     }
 }
 
-/// Whether a worker's model name names the gateway's model: equal, or equal after dropping a
-/// path (`/models/Qwen2.5-7B` serves `Qwen2.5-7B`), ignoring ASCII case.
-pub fn same_model(found: &str, ours: &str) -> bool {
-    let base = |s: &str| {
-        s.trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or(s)
-            .to_owned()
-    };
-    found.eq_ignore_ascii_case(ours) || base(found).eq_ignore_ascii_case(&base(ours))
-}
+pub use crate::model::same_model;
 
 #[cfg(test)]
 mod tests {

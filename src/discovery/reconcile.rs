@@ -10,8 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::config::Rules;
 use super::pod::{self, PodState, Role};
-use crate::metrics::Metrics;
-use crate::routing::pd::PrefillPool;
+use crate::models::{Models, Served};
 use crate::routing::Router;
 use crate::upstream::{Client, Origin};
 use crate::workers::{RegistryError, WorkerId};
@@ -35,17 +34,15 @@ struct Owned {
     url: String,
     id: WorkerId,
     role: Role,
+    /// The model whose workers it joined.
+    served: Arc<Served>,
 }
 
-/// What discovery changes and reads: the worker set, the wire client for asking a pod its
-/// model, the model this gateway serves, and the metrics it counts changes in.
+/// What discovery changes and reads: the models (each with its worker set and the metrics it
+/// counts changes in) and the wire client for asking a pod its model.
 pub struct Fleet {
-    pub router: Arc<Router>,
-    /// PD mode: where pods labelled `switchboard.ai/pd-role=prefill` go.
-    pub prefill: Option<Arc<PrefillPool>>,
+    pub models: Arc<Models>,
     pub client: Client,
-    pub model: Arc<str>,
-    pub metrics: Arc<Metrics>,
 }
 
 pub struct Reconciler {
@@ -104,7 +101,7 @@ impl Reconciler {
         // re-list, never registered under an unknown model.
         for (pod, verdict) in self.check_models(unchecked).await {
             match verdict {
-                Ok(()) => self.add(pod.key, pod.url, pod.role),
+                Ok(served) => self.add(pod.key, pod.url, pod.role, served),
                 Err(why) => {
                     tracing::warn!(pod = %pod.key, url = %pod.url, reason = %why, "pod not added as a worker")
                 }
@@ -116,7 +113,10 @@ impl Reconciler {
     /// one check timeout, not one per pod (which pushed re-lists past the resync period and left
     /// lost DELETEs unhealed). Checks still running at the deadline are dropped: those pods are
     /// left out until their next event or re-list.
-    async fn check_models(&self, pods: Vec<Unchecked>) -> Vec<(Unchecked, Result<(), String>)> {
+    async fn check_models(
+        &self,
+        pods: Vec<Unchecked>,
+    ) -> Vec<(Unchecked, Result<Arc<Served>, String>)> {
         let total = pods.len();
         let deadline = tokio::time::Instant::now() + CHECKS_DEADLINE;
         let mut checks = futures_util::stream::iter(pods)
@@ -155,28 +155,19 @@ impl Reconciler {
         }
     }
 
-    /// The pool a role's workers join: the prefill pool's router (in PD mode), else the main one.
-    fn router_for(&self, role: Role) -> Option<&Arc<Router>> {
-        match (role, &self.fleet.prefill) {
-            (Role::Main, _) => Some(&self.fleet.router),
-            (Role::Prefill { .. }, Some(pool)) => Some(pool.router()),
-            (Role::Prefill { .. }, None) => None,
-        }
-    }
-
-    fn add(&mut self, key: String, url: String, role: Role) {
-        let Some(router) = self.router_for(role) else {
+    fn add(&mut self, key: String, url: String, role: Role, served: Arc<Served>) {
+        let Some(router) = router_for(&served, role) else {
             tracing::warn!(pod = %key, %url, "a prefill pod, but the gateway is not in PD mode: not added");
             return;
         };
-        if let (Role::Prefill { bootstrap_port }, Some(pool)) = (role, &self.fleet.prefill) {
+        if let (Role::Prefill { bootstrap_port }, Some(pool)) = (role, &served.relay.prefill) {
             pool.set_port(&url, bootstrap_port);
         }
         match router.add_worker(&url) {
             Ok(worker) => {
-                tracing::info!(pod = %key, %url, id = worker.id.0, "worker added");
-                self.fleet
-                    .metrics
+                tracing::info!(pod = %key, %url, id = worker.id.0, model = %served.model.name, "worker added");
+                served
+                    .metrics()
                     .discovery_changes
                     .with_label_values(&["added"])
                     .inc();
@@ -186,6 +177,7 @@ impl Reconciler {
                         url,
                         id: worker.id,
                         role,
+                        served,
                     },
                 );
             }
@@ -201,68 +193,81 @@ impl Reconciler {
             tracing::debug!(pod = %key, reason = %why, "pod is not a worker");
             return;
         };
-        let removed = self
-            .router_for(owned.role)
-            .and_then(|router| router.remove_worker(owned.id));
+        let removed =
+            router_for(&owned.served, owned.role).and_then(|router| router.remove_worker(owned.id));
         if removed.is_some() {
             tracing::info!(pod = %key, url = %owned.url, reason = %why, "worker removed");
-            self.fleet
-                .metrics
+            owned
+                .served
+                .metrics()
                 .discovery_changes
                 .with_label_values(&["removed"])
                 .inc();
         }
     }
 
-    async fn check_model(&self, url: &str, declared: Option<String>) -> Result<(), String> {
-        let ours = &*self.fleet.model;
+    /// The model a pod's worker joins: the one its declared model (pod label or annotation,
+    /// `--model-id-from`) or, without one, the ids it reports itself name.
+    async fn check_model(
+        &self,
+        url: &str,
+        declared: Option<String>,
+    ) -> Result<Arc<Served>, String> {
         let names = match declared {
             Some(name) => vec![name],
-            None => self.worker_models(url).await?,
+            None => worker_models(&self.fleet.client, url, MODEL_QUERY_TIMEOUT).await?,
         };
-        if names.iter().any(|n| pod::same_model(n, ours)) {
-            Ok(())
-        } else {
-            Err(format!("it serves {names:?}, not `{ours}`"))
-        }
+        let served = self.fleet.models.for_worker(&names).ok_or_else(|| {
+            let ours: Vec<&str> = self.fleet.models.iter().map(|s| &*s.model.name).collect();
+            format!("it serves {names:?}, none of {ours:?}")
+        })?;
+        served.model.learn_name(&names);
+        Ok(Arc::clone(served))
     }
+}
 
-    /// The model ids a worker reports on `/v1/models` (a gRPC worker: `GetModelInfo`).
-    async fn worker_models(&self, url: &str) -> Result<Vec<String>, String> {
-        let origin = Origin::parse(url)?;
-        if origin.is_grpc() {
-            let info = crate::upstream::grpc::model_info(
-                self.fleet.client.grpc(),
-                &origin,
-                MODEL_QUERY_TIMEOUT,
-            )
+/// The pool a role's workers join: the prefill pool's router (in PD mode), else the main one.
+fn router_for(served: &Served, role: Role) -> Option<&Arc<Router>> {
+    match (role, &served.relay.prefill) {
+        (Role::Main, _) => Some(served.router()),
+        (Role::Prefill { .. }, Some(pool)) => Some(pool.router()),
+        (Role::Prefill { .. }, None) => None,
+    }
+}
+
+/// The model ids a worker reports on `/v1/models` (a gRPC worker: `GetModelInfo`).
+pub async fn worker_models(
+    client: &Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<Vec<String>, String> {
+    let origin = Origin::parse(url)?;
+    if origin.is_grpc() {
+        let info = crate::upstream::grpc::model_info(client.grpc(), &origin, timeout)
             .await
             .map_err(|e| format!("cannot read its model from GetModelInfo: {e}"))?;
-            return Ok([info.served_model_name, info.model_path]
-                .into_iter()
-                .filter(|n| !n.is_empty())
-                .collect());
-        }
-        let (status, body) = self
-            .fleet
-            .client
-            .get(&origin, "/v1/models", MODEL_QUERY_TIMEOUT)
-            .await
-            .map_err(|e| format!("cannot read its model from /v1/models: {e}"))?;
-        if !status.is_success() {
-            return Err(format!("/v1/models answered {status}"));
-        }
-        let v: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| format!("/v1/models is not JSON: {e}"))?;
-        let ids: Vec<String> = v["data"]
-            .as_array()
+        return Ok([info.served_model_name, info.model_path]
             .into_iter()
-            .flatten()
-            .filter_map(|m| m["id"].as_str().map(str::to_owned))
-            .collect();
-        if ids.is_empty() {
-            return Err("/v1/models lists no model".into());
-        }
-        Ok(ids)
+            .filter(|n| !n.is_empty())
+            .collect());
     }
+    let (status, body) = client
+        .get(&origin, "/v1/models", timeout)
+        .await
+        .map_err(|e| format!("cannot read its model from /v1/models: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("/v1/models answered {status}"));
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| format!("/v1/models is not JSON: {e}"))?;
+    let ids: Vec<String> = v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str().map(str::to_owned))
+        .collect();
+    if ids.is_empty() {
+        return Err("/v1/models lists no model".into());
+    }
+    Ok(ids)
 }

@@ -22,17 +22,22 @@ fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response 
 }
 
 pub async fn models(State(app): State<Arc<AppState>>) -> Response {
-    let list = ModelList {
-        object: "list",
-        data: [ModelCard {
-            id: &app.model.name,
+    let data: Vec<ModelCard<'_>> = app
+        .models
+        .iter()
+        .map(|s| ModelCard {
+            id: &s.model.name,
             object: "model",
             created: 0,
             owned_by: "switchboard",
-            root: &app.model.name,
+            root: &s.model.name,
             parent: None,
-            max_model_len: app.model.context_length,
-        }],
+            max_model_len: s.model.context_length,
+        })
+        .collect();
+    let list = ModelList {
+        object: "list",
+        data,
     };
     json_response(StatusCode::OK, &list)
 }
@@ -44,12 +49,21 @@ pub async fn health() -> StatusCode {
 
 /// Readiness: at least one worker passed its health check.
 pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
-    let workers = app.router.registry().snapshot();
-    let healthy = workers.iter().filter(|w| w.is_healthy()).count();
+    let (mut healthy, mut total) = (0, 0);
+    for served in app.models.iter() {
+        let workers = served.router().registry().snapshot();
+        total += workers.len();
+        // PD: a request needs a worker of each role.
+        let prefill_ok = served
+            .relay
+            .prefill
+            .as_ref()
+            .is_none_or(|p| p.any_healthy());
+        if prefill_ok {
+            healthy += workers.iter().filter(|w| w.is_healthy()).count();
+        }
+    }
     let draining = *app.draining.borrow();
-    // PD: a request needs a worker of each role.
-    let prefill_ok = app.relay.prefill.as_ref().is_none_or(|p| p.any_healthy());
-    let healthy = if prefill_ok { healthy } else { 0 };
     let status = if healthy > 0 && !draining {
         StatusCode::OK
     } else {
@@ -57,50 +71,54 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
     };
     json_response(
         status,
-        &json!({ "status": if draining { "draining" } else if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": workers.len() }),
+        &json!({ "status": if draining { "draining" } else if healthy > 0 { "ready" } else { "not ready" }, "healthy_workers": healthy, "total_workers": total }),
     )
 }
 
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    if let Some(tokens) = app.router.index_tokens() {
-        app.metrics.prefix_index_tokens.set(tokens as i64);
-    }
-    app.metrics
-        .tokenizer_cache_bytes
-        .set(app.model.tokenizer.cached_bytes() as i64);
-    // Per-worker gauges are read from the live counters at scrape time, not kept on the hot path.
-    // PD: the prefill pool's workers too.
-    let prefill = app
-        .relay
-        .prefill
-        .as_ref()
-        .map(|p| p.router().registry().snapshot());
-    let decode = app.router.registry().snapshot();
-    for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
-        app.metrics
-            .worker_in_flight
-            .with_label_values(&[w.url()])
-            .set(w.in_flight() as i64);
-        app.metrics
-            .worker_healthy
-            .with_label_values(&[w.url()])
-            .set(i64::from(w.is_healthy()));
-        let open = w.breaker.state() == crate::workers::breaker::BreakerState::Open;
-        app.metrics
-            .worker_breaker_open
-            .with_label_values(&[w.url()])
-            .set(i64::from(open));
-        let transitions = app
-            .metrics
-            .breaker_transitions
-            .with_label_values(&[w.url()]);
-        transitions.inc_by(w.breaker.transitions().saturating_sub(transitions.get()));
+    for served in app.models.iter() {
+        model_gauges(served);
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.metrics.render(),
     )
         .into_response()
+}
+
+/// A model's gauges, read from the live counters at scrape time (not kept on the hot path).
+fn model_gauges(served: &crate::models::Served) {
+    let metrics = served.metrics();
+    if let Some(tokens) = served.router().index_tokens() {
+        metrics.prefix_index_tokens.set(tokens as i64);
+    }
+    metrics
+        .tokenizer_cache_bytes
+        .set(served.model.tokenizer.cached_bytes() as i64);
+    // PD: the prefill pool's workers too.
+    let prefill = served
+        .relay
+        .prefill
+        .as_ref()
+        .map(|p| p.router().registry().snapshot());
+    let decode = served.router().registry().snapshot();
+    for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
+        metrics
+            .worker_in_flight
+            .with_label_values(&[w.url()])
+            .set(w.in_flight() as i64);
+        metrics
+            .worker_healthy
+            .with_label_values(&[w.url()])
+            .set(i64::from(w.is_healthy()));
+        let open = w.breaker.state() == crate::workers::breaker::BreakerState::Open;
+        metrics
+            .worker_breaker_open
+            .with_label_values(&[w.url()])
+            .set(i64::from(open));
+        let transitions = metrics.breaker_transitions.with_label_values(&[w.url()]);
+        transitions.inc_by(w.breaker.transitions().saturating_sub(transitions.get()));
+    }
 }
 
 /// How long `/server_info` waits for a worker's own `/server_info` and `/metrics`.
@@ -111,18 +129,28 @@ const WORKER_INFO_TIMEOUT: Duration = Duration::from_secs(2);
 /// (`fleet_state::aggregate`); each worker's own list is under `workers[].internal_states`.
 pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
     let c = &app.config;
-    let snapshot = app.router.registry().snapshot();
+    let snapshot: Vec<_> = app
+        .models
+        .iter()
+        .flat_map(|s| {
+            let workers = s.router().registry().snapshot();
+            let name = Arc::clone(&s.model.name);
+            workers
+                .iter()
+                .map(|w| (Arc::clone(&name), Arc::clone(w)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let healthy: Vec<_> = snapshot
         .iter()
-        .filter(|w| w.is_healthy())
-        .cloned()
+        .filter(|(_, w)| w.is_healthy())
+        .map(|(_, w)| Arc::clone(w))
         .collect();
-    let states = fleet_state::fetch(&app.relay.client, &healthy, WORKER_INFO_TIMEOUT).await;
+    let states = fleet_state::fetch(&app.client, &healthy, WORKER_INFO_TIMEOUT).await;
     let workers: Vec<_> = snapshot
         .iter()
-        .map(|w| {
-            let mut entry =
-                json!({"id": w.id.0, "healthy": w.is_healthy(), "in_flight": w.in_flight()});
+        .map(|(model, w)| {
+            let mut entry = json!({"id": w.id.0, "model": &**model, "healthy": w.is_healthy(), "in_flight": w.in_flight()});
             if let (Some(s), Some(map)) = (
                 states.iter().find(|s| s.id == w.id.0),
                 entry.as_object_mut(),
@@ -132,21 +160,42 @@ pub async fn server_info(State(app): State<Arc<AppState>>) -> Response {
             entry
         })
         .collect();
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "model_path": &*app.model.name, "served_model_name": &*app.model.name, "context_length": app.model.context_length,
-            "policy": c.routing.policy.name(), "backend": format!("{:?}", c.backend), "workers": workers,
-            "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard",
-            "internal_states": [fleet_state::aggregate(&states)],
-        }),
-    )
+    // The first model is the one a client that reads a single `model_path` sees.
+    let model = &app.models.default_model().model;
+    let mut info = json!({
+        "model_path": &*model.name, "served_model_name": &*model.name, "context_length": model.context_length,
+        "policy": c.routing.policy.name(), "backend": format!("{:?}", c.backend), "workers": workers,
+        "version": env!("CARGO_PKG_VERSION"), "frontend": "switchboard",
+        "internal_states": [fleet_state::aggregate(&states)],
+    });
+    if let (true, Some(map)) = (app.models.len() > 1, info.as_object_mut()) {
+        let names: Vec<&str> = app.models.iter().map(|s| &*s.model.name).collect();
+        map.insert("served_models".into(), json!(names));
+    }
+    json_response(StatusCode::OK, &info)
 }
 
-pub async fn model_info(State(app): State<Arc<AppState>>) -> Response {
+#[derive(serde::Deserialize)]
+pub struct ModelQuery {
+    model: Option<String>,
+}
+
+/// SGLang's `/model_info`; with several models, `?model=NAME` picks one (default: the first).
+pub async fn model_info(
+    State(app): State<Arc<AppState>>,
+    axum::extract::Query(query): axum::extract::Query<ModelQuery>,
+) -> Response {
+    let served = match query.model.as_deref() {
+        None => app.models.default_model(),
+        Some(name) => match app.models.find(name) {
+            Ok(served) => served,
+            Err(e) => return e.into_response(),
+        },
+    };
+    let model = &served.model;
     json_response(
         StatusCode::OK,
-        &json!({"model_path": &*app.model.name, "served_model_name": &*app.model.name, "tokenizer_path": &*app.model.name, "is_generation": true, "max_context_length": app.model.context_length}),
+        &json!({"model_path": &*model.name, "served_model_name": &*model.name, "tokenizer_path": &*model.name, "is_generation": true, "max_context_length": model.context_length}),
     )
 }
 

@@ -120,7 +120,7 @@ async fn models(State(s): State<Arc<SimState>>) -> Response {
         StatusCode::OK,
         &ModelList {
             object: "list",
-            data: [card],
+            data: vec![card],
         },
     )
 }

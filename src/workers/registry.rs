@@ -16,7 +16,8 @@ use crate::protocol::sglang::DpRank;
 #[derive(Debug, Default)]
 pub struct Registry {
     workers: RwLock<Arc<[Arc<Worker>]>>,
-    next_id: AtomicU32,
+    /// Shared by the registries of one gateway's models, so a worker id names one worker.
+    next_id: Arc<AtomicU32>,
     /// A data-parallel member's rank units, by the member's id.
     units: RwLock<HashMap<WorkerId, Arc<[Arc<Worker>]>>>,
     /// The routing units, rebuilt whenever members or units change.
@@ -38,6 +39,18 @@ pub enum RegistryError {
 impl Registry {
     pub fn new(urls: &[String]) -> Result<Registry, RegistryError> {
         let registry = Registry::default();
+        for url in urls {
+            registry.add(url)?;
+        }
+        Ok(registry)
+    }
+
+    /// A registry whose ids come from `ids`, shared with other registries.
+    pub fn sharing_ids(urls: &[String], ids: Arc<AtomicU32>) -> Result<Registry, RegistryError> {
+        let registry = Registry {
+            next_id: ids,
+            ..Registry::default()
+        };
         for url in urls {
             registry.add(url)?;
         }

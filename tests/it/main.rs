@@ -26,6 +26,7 @@ mod kv_events;
 mod layering;
 mod migration;
 mod openai_native;
+mod models;
 mod pd;
 mod python_clients;
 mod real_engine;

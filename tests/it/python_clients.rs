@@ -60,12 +60,20 @@ fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
 /// One bench_serving run; the runner already exits non-zero on these, the asserts
 /// here say what went wrong in the test's own words.
 pub(crate) async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
-    let r = support::python::run(
-        python,
-        "tests/python/bench_serving.py",
-        bench_args(url, backend, dataset),
-    )
-    .await;
+    bench_with(python, url, backend, dataset, &[]).await
+}
+
+/// [`bench`] with more bench_serving flags (`--model`, `--tokenizer`, …).
+pub(crate) async fn bench_with(
+    python: &str,
+    url: &str,
+    backend: &str,
+    dataset: &str,
+    extra: &[&str],
+) -> Value {
+    let mut args = bench_args(url, backend, dataset);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let r = support::python::run(python, "tests/python/bench_serving.py", args).await;
     let what = format!("{backend} {dataset}");
     assert_eq!(r["failed"], 0, "{what}: failed requests: {r}");
     assert_eq!(r["completed"], NUM_PROMPTS, "{what}: completed: {r}");

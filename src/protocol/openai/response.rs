@@ -157,7 +157,7 @@ pub struct TextChunk<'a> {
 #[derive(Debug, Serialize)]
 pub struct ModelList<'a> {
     pub object: &'static str,
-    pub data: [ModelCard<'a>; 1],
+    pub data: Vec<ModelCard<'a>>,
 }
 
 #[derive(Debug, Serialize)]

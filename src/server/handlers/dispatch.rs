@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::config::BackendKind;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
+use crate::models::Served;
 use crate::prepare::Prepared;
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::Spec;
@@ -29,6 +30,7 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     pub id: &'a RequestId,
     pub body: Bytes,
+    pub served: Arc<Served>,
     pub prepared: Prepared,
     pub kind: Kind,
     pub start: Instant,
@@ -40,7 +42,12 @@ pub async fn respond<F>(app: &AppState, endpoint: Endpoint, id: &RequestId, fut:
 where
     F: Future<Output = Result<Response, GatewayError>>,
 {
-    let span = id.span(endpoint.operation(), &app.model.name);
+    // With several models the request's is known only once its body is read (`parse_and_prepare`).
+    let model = match app.models.len() {
+        1 => &*app.models.default_model().model.name,
+        _ => "",
+    };
+    let span = id.span(endpoint.operation(), model);
     let traced = crate::traces::enabled().then(|| span.clone());
     let resp = match fut.instrument(span).await {
         Ok(resp) => resp,
@@ -57,28 +64,64 @@ where
     with_request_id(resp, id.echo())
 }
 
-/// Parses the body and prepares it (template + tokenize once), off the I/O threads when it is
-/// large; both stages are timed and traced.
-pub async fn parse_and_prepare<R: Send + 'static>(
+/// A request body that names the model it is for.
+pub trait NamesModel {
+    fn model(&self) -> &str;
+}
+
+macro_rules! names_model {
+    ($($t:ty),*) => {$(
+        impl NamesModel for $t {
+            fn model(&self) -> &str {
+                &self.model
+            }
+        }
+    )*};
+}
+names_model!(
+    crate::protocol::openai::ChatCompletionRequest,
+    crate::protocol::openai::CompletionRequest,
+    crate::protocol::anthropic::MessagesRequest,
+    crate::protocol::openai::responses::ResponsesRequest
+);
+
+/// A request read, its model looked up, and prepared for that model.
+pub struct Parsed<R> {
+    pub req: R,
+    pub served: Arc<Served>,
+    pub prepared: Prepared,
+}
+
+/// Parses the body, looks up the model it names (404 `model_not_found` for none) and prepares
+/// it for that model (template + tokenize once), off the I/O threads when it is large; the
+/// stages are timed and traced.
+pub async fn parse_and_prepare<R: NamesModel + Send + 'static>(
     app: &Arc<AppState>,
     body: Bytes,
     start: Instant,
     parse: fn(&[u8]) -> Result<R, GatewayError>,
     prepare: fn(&crate::model::Model, &R) -> Result<Prepared, GatewayError>,
-) -> Result<(R, Prepared), GatewayError> {
+) -> Result<Parsed<R>, GatewayError> {
     let app = Arc::clone(app);
     // The work may run on the blocking pool, where the request's span is not current.
     let span = tracing::Span::current();
     crate::server::body::off_io_threads_if_large(body.len(), move || {
         let req = crate::traces::stage_in(&span, "parse").in_scope(|| parse(&body))?;
-        app.metrics
-            .stage(Stage::Parse, start.elapsed().as_secs_f64());
+        let served = Arc::clone(app.models.find(req.model())?);
+        let metrics = served.metrics();
+        metrics.stage(Stage::Parse, start.elapsed().as_secs_f64());
+        if app.models.len() > 1 && crate::traces::enabled() {
+            crate::traces::attribute(&span, "gen_ai.request.model", req.model().to_owned());
+        }
         let t = Instant::now();
         let prepared = crate::traces::stage_in(&span, "template_tokenize")
-            .in_scope(|| prepare(&app.model, &req))?;
-        app.metrics
-            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        Ok((req, prepared))
+            .in_scope(|| prepare(&served.model, &req))?;
+        metrics.stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+        Ok(Parsed {
+            req,
+            served,
+            prepared,
+        })
     })
     .await
 }
@@ -115,24 +158,27 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
             endpoint,
             start: req.start,
         };
-        return passthrough::forward(&app.relay, forward).await;
+        return passthrough::forward(&req.served.relay, forward).await;
     }
-    let format = Formatter::new(req.kind, rid, Arc::clone(&app.model.name), p.include_usage)
+    let name = Arc::clone(&req.served.model.name);
+    let format = Formatter::new(req.kind, rid, name, p.include_usage)
         .with_logprobs(p.logprobs)
         .with_echo(p.echo.clone());
     let native = Native {
         headers: req.headers,
         id: req.id,
+        served: &req.served,
         endpoint,
         start: req.start,
     };
-    native_path(app, native, p, format).await
+    native_path(native, p, format).await
 }
 
 /// A request on the token-id path, whatever API it came in by.
 pub struct Native<'a> {
     pub headers: &'a HeaderMap,
     pub id: &'a RequestId,
+    pub served: &'a Served,
     pub endpoint: Endpoint,
     pub start: Instant,
 }
@@ -140,7 +186,6 @@ pub struct Native<'a> {
 /// The token-id path: the generation through the one exchange core (routing, retries,
 /// migration, deadlines, metrics under `endpoint`), relayed in `grammar`'s API.
 pub async fn native_path<G: Grammar>(
-    app: &Arc<AppState>,
     req: Native<'_>,
     p: Prepared,
     grammar: G,
@@ -152,7 +197,7 @@ pub async fn native_path<G: Grammar>(
         session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
         logprobs: p.logprobs,
     };
-    let generation = Generation::start(&app.relay, spec, req.endpoint, req.start).await?;
+    let generation = Generation::start(&req.served.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {
         stream::respond(generation, grammar, p.reasoning, p.tool_calls)
     } else {

@@ -15,6 +15,7 @@ use super::dispatch;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
 use crate::model::Model;
+use crate::models::Served;
 use crate::protocol::openai::Prompt;
 use crate::protocol::sglang::ClientGenerateRequest;
 use crate::relay::passthrough::{self, Forward};
@@ -35,7 +36,10 @@ pub async fn generate(
         let mut req: ClientGenerateRequest = parse_off_thread(body)
             .instrument(crate::traces::stage("parse"))
             .await?;
-        app.metrics
+        let served = generate_model(&app, &mut req)?;
+        let model = &served.model;
+        served
+            .metrics()
             .stage(Stage::Parse, start.elapsed().as_secs_f64());
         let t = Instant::now();
         let prompt_ids = match (&req.input_ids, req.text.take()) {
@@ -46,20 +50,20 @@ pub async fn generate(
                     Some("input_ids".into()),
                 ));
             }
-            (Some(ids), None) => check_ids(&app.model, ids)?,
+            (Some(ids), None) => check_ids(model, ids)?,
             (None, Some(Prompt::Text(text))) => {
-                crate::prepare::check_text_fits(&app.model, text.len())?;
-                let ids = crate::tokenize::encode_off_thread(&app.model.tokenizer, text)
+                crate::prepare::check_text_fits(model, text.len())?;
+                let ids = crate::tokenize::encode_off_thread(&model.tokenizer, text)
                     .instrument(crate::traces::stage("template_tokenize"))
                     .await?;
-                check_ids(&app.model, &Prompt::Ids(ids.clone()))?;
+                check_ids(model, &Prompt::Ids(ids.clone()))?;
                 // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
                 req.input_ids = Some(Prompt::Ids(ids.clone()));
                 ids
             }
             (None, Some(Prompt::Texts(texts))) => {
                 for t in &texts {
-                    crate::prepare::check_text_fits(&app.model, t.len())?;
+                    crate::prepare::check_text_fits(model, t.len())?;
                 }
                 // A batch: the worker tokenizes it; route without a prefix.
                 req.text = Some(Prompt::Texts(texts));
@@ -78,15 +82,18 @@ pub async fn generate(
                 ))
             }
         };
-        app.metrics
+        served
+            .metrics()
             .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
         let batch = batch_size(&req);
-        if super::generate_grpc::only_grpc_workers(&app) {
+        if super::generate_grpc::only_grpc_workers(&served) {
             if batch.is_some() {
                 return Err(GatewayError::NeedsHttpWorker { route: "/generate" });
             }
-            return super::generate_grpc::translated(&app, &headers, &id, req, prompt_ids, start)
-                .await;
+            return super::generate_grpc::translated(
+                &served, &headers, &id, req, prompt_ids, start,
+            )
+            .await;
         }
         req.rest.insert("rid".into(), worker_rid(batch, &id.rid));
         let user = req
@@ -106,9 +113,29 @@ pub async fn generate(
             endpoint: Endpoint::Generate,
             start,
         };
-        passthrough::forward(&app.relay, forward).await
+        passthrough::forward(&served.relay, forward).await
     })
     .await
+}
+
+/// SGLang's `/generate` names no model: with several, an optional `model` field picks one (and
+/// is taken out of what the worker gets); without it, the first model serves. With one model
+/// the body goes on as it came, as it always did.
+fn generate_model(
+    app: &AppState,
+    req: &mut ClientGenerateRequest,
+) -> Result<Arc<Served>, GatewayError> {
+    if app.models.len() == 1 {
+        return Ok(Arc::clone(app.models.default_model()));
+    }
+    match req.rest.remove("model") {
+        None | Some(Value::Null) => Ok(Arc::clone(app.models.default_model())),
+        Some(Value::String(name)) => app.models.find(&name).cloned(),
+        Some(_) => Err(GatewayError::invalid_body(
+            "model must be a string",
+            Some("model".into()),
+        )),
+    }
 }
 
 /// How many prompts a batch request holds (`text` or `input_ids` a list of prompts).

@@ -3,7 +3,6 @@
 //! deadlines and migration) and answered in SGLang's own `/generate` shape (`relay::native`).
 //! With any HTTP worker in the fleet, `/generate` is forwarded to those instead.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::HeaderMap;
@@ -12,12 +11,12 @@ use serde_json::Value;
 
 use crate::error::GatewayError;
 use crate::metrics::Endpoint;
+use crate::models::Served;
 use crate::protocol::sglang::{ClientGenerateRequest, SamplingParams};
 use crate::relay::generation::Spec;
 use crate::relay::{native, Generation};
 use crate::routing::session_key;
 use crate::server::request_id::RequestId;
-use crate::server::AppState;
 
 /// Fields only a worker's own `/generate` can honour: their requests need an HTTP worker.
 const NEEDS_THE_WORKER: [&str; 7] = [
@@ -30,13 +29,13 @@ const NEEDS_THE_WORKER: [&str; 7] = [
     "lora_path",
 ];
 
-/// Every worker speaks gRPC: `/generate` has to be translated.
-pub fn only_grpc_workers(app: &AppState) -> bool {
-    crate::relay::passthrough::grpc_workers(&app.relay, "/generate").is_err()
+/// Every worker of the model speaks gRPC: `/generate` has to be translated.
+pub fn only_grpc_workers(served: &Served) -> bool {
+    crate::relay::passthrough::grpc_workers(&served.relay, "/generate").is_err()
 }
 
 pub async fn translated(
-    app: &Arc<AppState>,
+    served: &Served,
     headers: &HeaderMap,
     id: &RequestId,
     req: ClientGenerateRequest,
@@ -69,7 +68,7 @@ pub async fn translated(
         // gRPC workers are not asked for logprobs yet.
         logprobs: None,
     };
-    let generation = Generation::start(&app.relay, spec, Endpoint::Generate, start).await?;
+    let generation = Generation::start(&served.relay, spec, Endpoint::Generate, start).await?;
     Ok(if stream {
         native::stream(generation, id.rid.clone(), start)
     } else {

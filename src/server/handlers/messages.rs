@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::dispatch::{self, Native};
+use super::dispatch::{self, NamesModel, Native, Parsed};
 use crate::config::BackendKind;
 use crate::error::GatewayError;
 use crate::metrics::Endpoint;
@@ -34,16 +34,17 @@ pub async fn messages(
     let start = Instant::now();
     let id = RequestId::new(&headers);
     dispatch::respond(&app, Endpoint::Messages, &id, async {
-        let (_, prepared) =
+        let parsed =
             parse_and_prepare(&app, body, start, crate::prepare::messages::prepare).await?;
-        let grammar = MessagesFormat::new(&id.rid, Arc::clone(&app.model.name));
+        let grammar = MessagesFormat::new(&id.rid, Arc::clone(&parsed.served.model.name));
         let native = Native {
             headers: &headers,
             id: &id,
+            served: &parsed.served,
             endpoint: Endpoint::Messages,
             start,
         };
-        dispatch::native_path(&app, native, prepared, grammar).await
+        dispatch::native_path(native, parsed.prepared, grammar).await
     })
     .await
 }
@@ -56,16 +57,18 @@ pub async fn responses(
     let start = Instant::now();
     let id = RequestId::new(&headers);
     dispatch::respond(&app, Endpoint::Responses, &id, async {
-        let (req, prepared) =
+        let parsed =
             parse_and_prepare(&app, body, start, crate::prepare::responses::prepare).await?;
-        let grammar = ResponsesFormat::new(&id.rid, Arc::clone(&app.model.name), req.settings());
+        let name = Arc::clone(&parsed.served.model.name);
+        let grammar = ResponsesFormat::new(&id.rid, name, parsed.req.settings());
         let native = Native {
             headers: &headers,
             id: &id,
+            served: &parsed.served,
             endpoint: Endpoint::Responses,
             start,
         };
-        dispatch::native_path(&app, native, prepared, grammar).await
+        dispatch::native_path(native, parsed.prepared, grammar).await
     })
     .await
 }
@@ -77,9 +80,9 @@ async fn parse_and_prepare<R>(
     body: Bytes,
     start: Instant,
     prepare: fn(&crate::model::Model, &R) -> Result<Prepared, GatewayError>,
-) -> Result<(R, Prepared), GatewayError>
+) -> Result<Parsed<R>, GatewayError>
 where
-    R: serde::de::DeserializeOwned + Send + 'static,
+    R: serde::de::DeserializeOwned + NamesModel + Send + 'static,
 {
     if app.config.backend == BackendKind::Openai {
         return Err(GatewayError::invalid_body(

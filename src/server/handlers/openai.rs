@@ -43,7 +43,7 @@ pub async fn completions(
     .await
 }
 
-async fn handle<R: WithSampling + Send + 'static>(
+async fn handle<R: WithSampling + dispatch::NamesModel + Send + 'static>(
     app: Arc<AppState>,
     headers: HeaderMap,
     body: Bytes,
@@ -58,7 +58,7 @@ async fn handle<R: WithSampling + Send + 'static>(
     };
     let id = RequestId::new(&headers);
     dispatch::respond(&app, endpoint, &id, async {
-        let (_, prepared) =
+        let parsed =
             dispatch::parse_and_prepare(&app, body.clone(), start, parse_request::<R>, prepare)
                 .await?;
         dispatch::openai(
@@ -67,7 +67,8 @@ async fn handle<R: WithSampling + Send + 'static>(
                 headers: &headers,
                 id: &id,
                 body,
-                prepared,
+                served: parsed.served,
+                prepared: parsed.prepared,
                 kind,
                 start,
             },

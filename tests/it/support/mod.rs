@@ -335,23 +335,50 @@ pub async fn post(url: impl reqwest::IntoUrl, body: &serde_json::Value) -> reqwe
     client().post(url).json(body).send().await.expect("send")
 }
 
-/// Reads a Prometheus sample value by its full series text (name + labels), e.g.
-/// `switchboard_e2e_request_latency_seconds_count{endpoint="chat",model="x"}`.
-pub fn metric(text: &str, series_prefix: &str) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        let (series, value) = l.rsplit_once(' ')?;
-        (series == series_prefix)
-            .then(|| value.parse().ok())
-            .flatten()
-    })
+/// Reads a Prometheus sample value by its series: a name and the labels to match, e.g.
+/// `switchboard_e2e_request_latency_seconds_count{endpoint="chat"}`. A sample matches when it
+/// has that name and at least those labels (every series also carries its `model`).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    samples(text, series).next()
 }
 
-/// Sum of all samples whose series starts with `prefix` (any labels).
-pub fn metric_sum(text: &str, prefix: &str) -> f64 {
+/// Sum of the samples of a series (name and labels as for [`metric`]); with a name that ends in
+/// `{` or is a prefix, every series whose name starts with it.
+pub fn metric_sum(text: &str, series: &str) -> f64 {
+    samples(text, series).sum()
+}
+
+fn samples<'a>(text: &'a str, series: &'a str) -> impl Iterator<Item = f64> + 'a {
+    let (name, wanted) = match series.split_once('{') {
+        Some((name, labels)) => (name, labels.trim_end_matches('}')),
+        None => (series, ""),
+    };
+    let wanted: Vec<&str> = wanted
+        .split("\",")
+        .filter(|l| !l.is_empty())
+        .map(|l| l.trim_end_matches('"'))
+        .collect();
+    let exact_name = series.contains('{');
     text.lines()
-        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(move |l| {
+            let (head, value) = l.rsplit_once(' ')?;
+            let (found, labels) = match head.split_once('{') {
+                Some((found, labels)) => (found, labels),
+                None => (head, ""),
+            };
+            let named = if exact_name {
+                found == name
+            } else {
+                found.starts_with(name)
+            };
+            let labelled = wanted.iter().all(|w| {
+                labels
+                    .split("\",")
+                    .any(|l| l.trim_end_matches(['"', '}']) == *w)
+            });
+            (named && labelled).then(|| value.parse().ok()).flatten()
+        })
 }
 
 /// The `data:` payloads of an SSE body, `[DONE]` included.
