@@ -6,7 +6,9 @@
 //! What the stream shows, joined, is then the non-streamed answer (except that whitespace at
 //! the very start of the text, already sent, stays).
 
-use super::{llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading, Start};
+use super::{
+    deepseek, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading, Start,
+};
 use crate::reasoning::python_strip;
 
 #[derive(Debug, Clone)]
@@ -78,6 +80,7 @@ fn start(kind: ParserKind, text: &str) -> Start {
         ParserKind::Llama3 => llama3::start(text),
         ParserKind::Mistral => mistral::start(text),
         ParserKind::Pythonic => pythonic::start(text),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }

@@ -24,6 +24,14 @@ pub enum ParserKind {
     /// Llama 4 and others: a Python list of calls, `[f(a=1), g(b="x")]`.
     #[value(name = "pythonic")]
     Pythonic,
+    /// DeepSeek V3: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name`
+    /// then the arguments in a JSON code block, `<｜tool▁call▁end｜>` per call.
+    #[value(name = "deepseekv3")]
+    DeepseekV3,
+    /// DeepSeek V3.1: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` inside
+    /// `<｜tool▁calls▁begin｜>…<｜tool▁calls▁end｜>`.
+    #[value(name = "deepseekv31")]
+    DeepseekV31,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -39,6 +47,8 @@ impl ParserKind {
             ParserKind::Llama3 => "llama3",
             ParserKind::Mistral => "mistral",
             ParserKind::Pythonic => "pythonic",
+            ParserKind::DeepseekV3 => "deepseekv3",
+            ParserKind::DeepseekV31 => "deepseekv31",
             ParserKind::Forced => "forced",
         }
     }

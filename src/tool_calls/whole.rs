@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall};
+use super::{deepseek, llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall};
 use crate::tokenize::python_json_dumps;
 
 pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
@@ -22,6 +22,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Llama3 => llama3::has_call(text),
         ParserKind::Mistral => mistral::has_call(text),
         ParserKind::Pythonic => pythonic::has_call(text),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
@@ -32,6 +33,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Llama3 => llama3::parse(text, names),
         ParserKind::Mistral => mistral::parse(text, names),
         ParserKind::Pythonic => pythonic::parse(text, names),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::parse(kind, text, names),
         ParserKind::Forced => None,
     };
     match parsed {

@@ -39,6 +39,8 @@ fn corpus(kind: ParserKind) -> Vec<&'static str> {
         ParserKind::Llama3 => &LLAMA3,
         ParserKind::Mistral => &MISTRAL,
         ParserKind::Pythonic => &PYTHONIC,
+        ParserKind::DeepseekV3 => &DEEPSEEK_V3,
+        ParserKind::DeepseekV31 => &DEEPSEEK_V31,
         ParserKind::Forced => &[],
     };
     PLAIN.iter().chain(family).copied().collect()
@@ -122,6 +124,40 @@ const PYTHONIC: [&str; 16] = [
     "[get_weather(city=\"A\",), search()]",
     "[search(q=\"x\"), 5]",
     "[search(q=r\"raw\\n\" \"joined\")]",
+];
+
+const DEEPSEEK_V3: [&str; 14] = [
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"A\", \"days\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"B\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}, \"big\": 1e21}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考 ```\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>\nText after.",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Par\n```<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>unknown_fn\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"known\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n[]\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>",
+    "a <｜tool▁calls▁be but no call",
+    "before <｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"no begin\"}\n```<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+];
+
+const DEEPSEEK_V31: [&str; 14] = [
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"A\", \"days\": 2}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"B\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}, \"big\": 1e21}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考 ```\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>\nText after.",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Par<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>unknown_fn<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"known\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>[]<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>",
+    "a <｜tool▁calls▁be but no call",
+    "before <｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"no begin\"}<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 ];
 
 fn reading(kind: ParserKind) -> Reading {
