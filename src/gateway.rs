@@ -75,13 +75,30 @@ pub fn build_state(config: ServeConfig) -> Result<AppState, StartError> {
         .context_length
         .or(tokenizer.model_max_length())
         .unwrap_or(32768);
+    // Not given: the parser the chat template (or the model's name) calls for.
+    let path = config.model_path.as_ref().map(|p| p.display().to_string());
+    let names: Vec<&str> = [Some(&*name), path.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let tool_call_parser = config
+        .tool_call_parser
+        .or_else(|| crate::tool_calls::detect::detect(tokenizer.tool_template_source(), &names));
+    if config.tool_call_parser.is_none() {
+        if let Some(kind) = tool_call_parser {
+            tracing::info!(
+                parser = kind.name(),
+                "tool-call parser detected from the model"
+            );
+        }
+    }
     let model = Model {
         name,
         aliases,
         tokenizer: Arc::new(tokenizer),
         context_length,
         reasoning_parser: config.reasoning_parser,
-        tool_call_parser: config.tool_call_parser,
+        tool_call_parser,
     };
     let metrics = Arc::new(Metrics::new(
         prometheus::Registry::new(),
