@@ -5,7 +5,8 @@
 use super::ParserKind;
 
 /// What a template that renders tools writes around a call, first match wins.
-const TEMPLATE_MARKERS: [(&str, ParserKind); 6] = [
+const TEMPLATE_MARKERS: [(&str, ParserKind); 7] = [
+    ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
     // DeepSeek V3 names the call `function<｜tool▁sep｜>name`; V3.1 puts the name first.
     ("function<｜tool▁sep｜>", ParserKind::DeepseekV3),
     ("<｜tool▁calls▁begin｜>", ParserKind::DeepseekV31),
@@ -16,7 +17,8 @@ const TEMPLATE_MARKERS: [(&str, ParserKind); 6] = [
 ];
 
 /// Parts of a model's name (lower case) and their family's parser, first match wins.
-const NAME_PARTS: [(&str, Option<ParserKind>); 12] = [
+const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
+    ("kimi-k2", Some(ParserKind::KimiK2)),
     ("deepseek-v3.1", Some(ParserKind::DeepseekV31)),
     ("deepseek-v3.2", Some(ParserKind::DeepseekV31)),
     ("deepseek-v3", Some(ParserKind::DeepseekV3)),

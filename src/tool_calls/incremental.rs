@@ -7,7 +7,8 @@
 //! the very start of the text, already sent, stays).
 
 use super::{
-    deepseek, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading, Start,
+    deepseek, kimi_k2, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading,
+    Start,
 };
 use crate::reasoning::python_strip;
 
@@ -81,6 +82,7 @@ fn start(kind: ParserKind, text: &str) -> Start {
         ParserKind::Mistral => mistral::start(text),
         ParserKind::Pythonic => pythonic::start(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
+        ParserKind::KimiK2 => kimi_k2::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }

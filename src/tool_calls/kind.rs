@@ -32,6 +32,10 @@ pub enum ParserKind {
     /// `<｜tool▁calls▁begin｜>…<｜tool▁calls▁end｜>`.
     #[value(name = "deepseekv31")]
     DeepseekV31,
+    /// Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0`
+    /// `<|tool_call_argument_begin|>{…}<|tool_call_end|>…`.
+    #[value(name = "kimi_k2")]
+    KimiK2,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -49,6 +53,7 @@ impl ParserKind {
             ParserKind::Pythonic => "pythonic",
             ParserKind::DeepseekV3 => "deepseekv3",
             ParserKind::DeepseekV31 => "deepseekv31",
+            ParserKind::KimiK2 => "kimi_k2",
             ParserKind::Forced => "forced",
         }
     }

@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
-use super::{deepseek, llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall};
+use super::{
+    deepseek, kimi_k2, llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall,
+};
 use crate::tokenize::python_json_dumps;
 
 pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
@@ -23,6 +25,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Mistral => mistral::has_call(text),
         ParserKind::Pythonic => pythonic::has_call(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
+        ParserKind::KimiK2 => kimi_k2::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
@@ -34,6 +37,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Mistral => mistral::parse(text, names),
         ParserKind::Pythonic => pythonic::parse(text, names),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::parse(kind, text, names),
+        ParserKind::KimiK2 => kimi_k2::parse(text),
         ParserKind::Forced => None,
     };
     match parsed {

@@ -313,6 +313,12 @@ async fn every_family_s_calls_are_read_through_the_gateway() {
                 "Let me check both.\n{b}{cb}get_weather{sep}{paris}{ce}{cb}get_weather{sep}{zurich}{ce}<｜tool▁calls▁end｜>"
             ),
         ),
+        (
+            "kimi_k2",
+            format!(
+                "Let me check both.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{paris}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{zurich}<|tool_call_end|><|tool_calls_section_end|>"
+            ),
+        ),
     ];
     let want = vec![
         (
