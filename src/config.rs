@@ -91,9 +91,11 @@ pub struct ServeConfig {
     /// the text is all content.
     #[arg(long, value_enum)]
     pub reasoning_parser: Option<crate::reasoning::ParserKind>,
-    /// Read chat output into OpenAI `tool_calls` (SGLang's parser names: qwen25, hermes), so a
-    /// request with `tools` is served on the native path. Omitted: such requests are forwarded
-    /// to the worker's own OpenAI route.
+    /// Read chat output into OpenAI `tool_calls` (SGLang's parser names: qwen25, hermes,
+    /// llama3, mistral, pythonic, deepseekv3, deepseekv31, kimi_k2), so a request with `tools`
+    /// is served on the native path. Omitted: the one the chat template or the model's name
+    /// calls for (docs/api.md, "Tool calls"); none found, such requests go to the worker's own
+    /// OpenAI route.
     #[arg(long, value_enum)]
     pub tool_call_parser: Option<crate::tool_calls::ParserKind>,
     /// Context length; defaults to the tokenizer's model_max_length, else 32768.

@@ -342,6 +342,16 @@ impl Tokenizer {
         self.inner.special_ids.binary_search(&id).is_ok()
     }
 
+    /// The source of the template that renders `tools` (HF's `tool_use` one, else the chat
+    /// template).
+    pub fn tool_template_source(&self) -> Option<&str> {
+        let config = &self.inner.config;
+        config
+            .tool_use_template
+            .as_deref()
+            .or(config.chat_template.as_deref())
+    }
+
     /// How message `content` lists are passed to this template.
     pub fn content_format(&self) -> Option<ContentFormat> {
         self.inner

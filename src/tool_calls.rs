@@ -1,11 +1,21 @@
 //! Tool-call parsers: a model's chat text read into OpenAI `tool_calls` and the content around
-//! them, as SGLang's `--tool-call-parser` does. A pure text layer: [`kind`] names the parsers
-//! and their tags, [`whole`] parses a finished text (non-streaming answers, and the end of a
-//! stream), [`incremental`] streams the content before the first call under any chunking;
-//! arguments are written as SGLang's `json.dumps` writes them (`tokenize::python_json_dumps`).
+//! them, as SGLang's `--tool-call-parser` does. A pure text layer: [`kind`] names the parsers,
+//! one module per family reads its format ([`tagged`], [`llama3`], [`mistral`],
+//! [`pythonic`], [`deepseek`], [`kimi_k2`]), [`detect`] picks one from the chat template or the model's name, [`whole`] parses a finished text with the chosen family (non-streaming
+//! answers, and the end of a stream), [`incremental`] streams the content before the first
+//! call under any chunking; arguments are written as SGLang's `json.dumps` writes them
+//! (`tokenize::python_json_dumps`).
 
+pub mod deepseek;
+pub mod detect;
 pub mod incremental;
+pub mod kimi_k2;
 pub mod kind;
+pub mod llama3;
+pub mod mistral;
+pub mod python_literal;
+pub mod pythonic;
+pub mod tagged;
 pub mod whole;
 
 pub use incremental::StreamParser;
@@ -32,4 +42,29 @@ pub struct Parsed {
 pub struct Reading {
     pub kind: ParserKind,
     pub tool_names: Vec<String>,
+}
+
+/// Where a family's calls start in a text streamed so far: at a byte, or not yet, the content
+/// up to a byte being certain (what follows may still turn out to open a call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    At(usize),
+    Clear(usize),
+}
+
+impl Start {
+    /// The first of `markers` in `text`; else clear up to a tail that may begin one of them.
+    pub fn first_of(text: &str, markers: &[&str]) -> Start {
+        match markers.iter().filter_map(|m| text.find(m)).min() {
+            Some(at) => Start::At(at),
+            None => Start::Clear(
+                text.len()
+                    - markers
+                        .iter()
+                        .map(|m| crate::reasoning::held_prefix_len(text, m))
+                        .max()
+                        .unwrap_or(0),
+            ),
+        }
+    }
 }

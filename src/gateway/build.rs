@@ -18,6 +18,7 @@ use crate::routing::{PolicyKind, Router, RoutingConfig};
 use crate::server::limits::Limits;
 use crate::server::AppState;
 use crate::tokenize::Tokenizer;
+use crate::tool_calls::ParserKind;
 use crate::upstream::Client;
 use crate::workers::{kv_events, Registry};
 
@@ -97,9 +98,9 @@ fn flag_model(config: &ServeConfig, shared: &Shared) -> Result<Served, StartErro
         name,
         aliases,
         context_length: context_length(config.context_length, &tokenizer),
+        tool_call_parser: tool_call_parser(config.tool_call_parser, &tokenizer, &name, config.model_path.as_deref()),
         tokenizer: Arc::new(tokenizer),
         reasoning_parser: config.reasoning_parser,
-        tool_call_parser: config.tool_call_parser,
         // Neither the flag nor a worker named it: a worker added later may.
         late_name: config.served_model_name.is_none().then(OnceLock::new),
     };
@@ -129,9 +130,9 @@ fn configured_model(
         name: spec.name.as_str().into(),
         aliases: spec.aliases.iter().map(|a| a.as_str().into()).collect(),
         context_length: context_length(spec.context_length, &tokenizer),
+        tool_call_parser: tool_call_parser(spec.tool_call_parser, &tokenizer, &spec.name, spec.tokenizer_path.as_deref()),
         tokenizer: Arc::new(tokenizer),
         reasoning_parser: spec.reasoning_parser,
-        tool_call_parser: spec.tool_call_parser,
         late_name: None,
     };
     serve(model, &spec.worker_urls, &spec.routing, config, shared)
@@ -191,6 +192,25 @@ fn tokenizer(dir: Option<&Path>, chat_template: Option<&Path>) -> Result<Tokeniz
         source,
     })?;
     Ok(tokenizer.with_chat_template(source)?)
+}
+
+/// Not given: the parser the chat template (or the model's name or path) calls for.
+fn tool_call_parser(
+    given: Option<ParserKind>,
+    tokenizer: &Tokenizer,
+    name: &str,
+    path: Option<&Path>,
+) -> Option<ParserKind> {
+    if given.is_some() {
+        return given;
+    }
+    let path = path.map(|p| p.display().to_string());
+    let names: Vec<&str> = [Some(name), path.as_deref()].into_iter().flatten().collect();
+    let detected = crate::tool_calls::detect::detect(tokenizer.tool_template_source(), &names);
+    if let Some(kind) = detected {
+        tracing::info!(model = name, parser = kind.name(), "tool-call parser detected from the model");
+    }
+    detected
 }
 
 fn context_length(given: Option<usize>, tokenizer: &Tokenizer) -> usize {

@@ -6,8 +6,11 @@
 //! What the stream shows, joined, is then the non-streamed answer (except that whitespace at
 //! the very start of the text, already sent, stays).
 
-use super::{parse_whole, Parsed, Reading};
-use crate::reasoning::{held_prefix_len, python_strip};
+use super::{
+    deepseek, kimi_k2, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading,
+    Start,
+};
+use crate::reasoning::python_strip;
 
 #[derive(Debug, Clone)]
 pub struct StreamParser {
@@ -36,13 +39,12 @@ impl StreamParser {
         if self.in_calls {
             return String::new();
         }
-        let start = self.reading.kind.start();
-        let sure = match self.text.find(start) {
-            Some(at) => {
+        let sure = match start(self.reading.kind, &self.text) {
+            Start::At(at) => {
                 self.in_calls = true;
                 at
             }
-            None => self.text.len() - held_prefix_len(&self.text, start),
+            Start::Clear(upto) => upto,
         };
         // Whitespace right before a call is stripped: it waits for what follows.
         let sure = end_without_trailing_space(&self.text[..sure]);
@@ -69,6 +71,20 @@ impl StreamParser {
             content: rest,
             calls: whole.calls,
         }
+    }
+}
+
+/// Where the family's calls start in the text so far.
+fn start(kind: ParserKind, text: &str) -> Start {
+    match kind {
+        ParserKind::Qwen25 | ParserKind::Hermes => tagged::start(kind, text),
+        ParserKind::Llama3 => llama3::start(text),
+        ParserKind::Mistral => mistral::start(text),
+        ParserKind::Pythonic => pythonic::start(text),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
+        ParserKind::KimiK2 => kimi_k2::start(text),
+        // All of a forced output is the calls.
+        ParserKind::Forced => Start::At(0),
     }
 }
 

@@ -1,6 +1,5 @@
-//! The parsers by name (`--tool-call-parser`) and their tags: SGLang 0.5.9's `qwen25`
-//! (`Qwen25Detector`) and `hermes` (`HermesDetector`), the `<tool_call>{json}</tool_call>`
-//! family.
+//! The parsers by name (`--tool-call-parser`, SGLang 0.5.9's names for its detectors), and
+//! the one each model family's chat template calls for when the flag is not given.
 
 use clap::ValueEnum;
 
@@ -14,6 +13,29 @@ pub enum ParserKind {
     /// open); one block that is not JSON makes the whole text content, with no calls.
     #[value(name = "hermes")]
     Hermes,
+    /// Llama 3.x: `<|python_tag|>{"name": …, "parameters": …}` (or a text that starts with
+    /// `{`), several calls separated by `;`; Python dicts are read too.
+    #[value(name = "llama3")]
+    Llama3,
+    /// Mistral: `[TOOL_CALLS] [{"name": …, "arguments": …}, …]`, or the compact
+    /// `[TOOL_CALLS]name[ARGS]{…}`.
+    #[value(name = "mistral")]
+    Mistral,
+    /// Llama 4 and others: a Python list of calls, `[f(a=1), g(b="x")]`.
+    #[value(name = "pythonic")]
+    Pythonic,
+    /// DeepSeek V3: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name`
+    /// then the arguments in a JSON code block, `<｜tool▁call▁end｜>` per call.
+    #[value(name = "deepseekv3")]
+    DeepseekV3,
+    /// DeepSeek V3.1: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` inside
+    /// `<｜tool▁calls▁begin｜>…<｜tool▁calls▁end｜>`.
+    #[value(name = "deepseekv31")]
+    DeepseekV31,
+    /// Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0`
+    /// `<|tool_call_argument_begin|>{…}<|tool_call_end|>…`.
+    #[value(name = "kimi_k2")]
+    KimiK2,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -26,26 +48,13 @@ impl ParserKind {
         match self {
             ParserKind::Qwen25 => "qwen25",
             ParserKind::Hermes => "hermes",
+            ParserKind::Llama3 => "llama3",
+            ParserKind::Mistral => "mistral",
+            ParserKind::Pythonic => "pythonic",
+            ParserKind::DeepseekV3 => "deepseekv3",
+            ParserKind::DeepseekV31 => "deepseekv31",
+            ParserKind::KimiK2 => "kimi_k2",
             ParserKind::Forced => "forced",
-        }
-    }
-
-    /// The text that opens a call: its presence is what makes a text a tool-call answer.
-    pub fn start(self) -> &'static str {
-        match self {
-            ParserKind::Qwen25 => "<tool_call>\n",
-            ParserKind::Hermes => "<tool_call>",
-            // All of a forced output is the calls.
-            ParserKind::Forced => "",
-        }
-    }
-
-    /// The text that closes a call.
-    pub fn end(self) -> &'static str {
-        match self {
-            ParserKind::Qwen25 => "\n</tool_call>",
-            ParserKind::Hermes => "</tool_call>",
-            ParserKind::Forced => "",
         }
     }
 }

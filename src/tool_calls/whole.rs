@@ -1,37 +1,50 @@
 //! A finished text parsed at once, as SGLang 0.5.9's chat server does for a non-streamed answer
-//! (`parse_non_stream`, then `_process_tool_calls`' fallback): a text without the start tag, or
-//! in which no call can be read, is all content, as it is; otherwise the content is the text
-//! before the first call, stripped, and the calls are the blocks that parse. Text between and
-//! after calls is dropped, as SGLang drops it.
+//! (`has_tool_call`, `parse_non_stream`, then `_process_tool_calls`' fallback): a text in which
+//! the family's parser sees no call, or reads none, is all content, as it is; otherwise the
+//! content and the calls are what the family's `detect_and_parse` gives.
 
 use serde_json::Value;
 
-use super::{Parsed, ParserKind, Reading, ToolCall};
-use crate::reasoning::python_strip;
+use super::{
+    deepseek, kimi_k2, llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall,
+};
 use crate::tokenize::python_json_dumps;
 
 pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
-    let kind = reading.kind;
+    let (kind, names) = (reading.kind, reading.tool_names.as_slice());
     if kind == ParserKind::Forced {
         return forced(reading, text);
     }
-    let Some(first) = text.find(kind.start()) else {
-        return Parsed {
-            content: text.to_owned(),
-            calls: Vec::new(),
-        };
+    let all_content = || Parsed {
+        content: text.to_owned(),
+        calls: Vec::new(),
     };
-    match calls(reading, text) {
-        Some(calls) if !calls.is_empty() => Parsed {
-            content: python_strip(&text[..first]).to_owned(),
-            calls,
-        },
+    let has_call = match kind {
+        ParserKind::Qwen25 | ParserKind::Hermes => tagged::has_call(kind, text),
+        ParserKind::Llama3 => llama3::has_call(text),
+        ParserKind::Mistral => mistral::has_call(text),
+        ParserKind::Pythonic => pythonic::has_call(text),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
+        ParserKind::KimiK2 => kimi_k2::has_call(text),
+        ParserKind::Forced => false,
+    };
+    if !has_call {
+        return all_content();
+    }
+    let parsed = match kind {
+        ParserKind::Qwen25 | ParserKind::Hermes => tagged::parse(kind, text, names),
+        ParserKind::Llama3 => llama3::parse(text, names),
+        ParserKind::Mistral => mistral::parse(text, names),
+        ParserKind::Pythonic => pythonic::parse(text, names),
+        ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::parse(kind, text, names),
+        ParserKind::KimiK2 => kimi_k2::parse(text),
+        ParserKind::Forced => None,
+    };
+    match parsed {
+        Some(parsed) if !parsed.calls.is_empty() => parsed,
         // No call read (SGLang's `parse_non_stream`), or its parser raised: the whole text is
         // the answer.
-        _ => Parsed {
-            content: text.to_owned(),
-            calls: Vec::new(),
-        },
+        _ => all_content(),
     }
 }
 
@@ -39,7 +52,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
 /// calls; text that is not one (a cut generation) is all content.
 fn forced(reading: &Reading, text: &str) -> Parsed {
     match serde_json::from_str::<Value>(text) {
-        Ok(v @ Value::Array(_)) => match from_json(v, &reading.tool_names) {
+        Ok(v @ Value::Array(_)) => match base_json(v, &reading.tool_names) {
             Some(calls) => Parsed {
                 content: String::new(),
                 calls,
@@ -56,49 +69,10 @@ fn forced(reading: &Reading, text: &str) -> Parsed {
     }
 }
 
-/// The calls of every block, or `None` where SGLang's parser raises.
-fn calls(reading: &Reading, text: &str) -> Option<Vec<ToolCall>> {
-    let mut calls = Vec::new();
-    for block in blocks(reading.kind, text) {
-        match serde_json::from_str::<Value>(python_strip(block)) {
-            Ok(value) => calls.extend(from_json(value, &reading.tool_names)?),
-            // Qwen2.5's parser logs and skips a block that is not JSON; Hermes' raises.
-            Err(_) if reading.kind == ParserKind::Qwen25 => {}
-            Err(_) => return None,
-        }
-    }
-    Some(calls)
-}
-
-/// The insides of the call blocks, as SGLang's regular expressions find them: Qwen2.5's
-/// `start(.*?)end`; Hermes' `start(.*?)end|start(.*)` (the last one may be left open), empty
-/// insides skipped.
-fn blocks(kind: ParserKind, text: &str) -> Vec<&str> {
-    let (start, end) = (kind.start(), kind.end());
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(start) {
-        let inside = &rest[at + start.len()..];
-        match inside.find(end) {
-            Some(stop) => {
-                out.push(&inside[..stop]);
-                rest = &inside[stop + end.len()..];
-            }
-            None if kind == ParserKind::Hermes => {
-                out.push(inside);
-                break;
-            }
-            None => break,
-        }
-    }
-    out.retain(|b| !b.is_empty() || kind == ParserKind::Qwen25);
-    out
-}
-
 /// SGLang's `parse_base_json`: an object or a list of them; a call to a function the request
 /// does not offer (or without a name) is dropped. `None` where Python would raise: an item
 /// that is not an object, or a name that cannot be looked up (a non-empty list or object).
-fn from_json(value: Value, tool_names: &[String]) -> Option<Vec<ToolCall>> {
+pub fn base_json(value: Value, tool_names: &[String]) -> Option<Vec<ToolCall>> {
     let items = match value {
         Value::Array(items) => items,
         one => vec![one],

@@ -17,32 +17,164 @@ use crate::support::chunking::{chunkings, XorShift};
 
 const TOOLS: [&str; 2] = ["get_weather", "search"];
 
-fn corpus() -> Vec<&'static str> {
-    vec![
-        "The weather is fine today.",
-        "",
-        "  spaced plain text \n",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-        "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"days\":3}}\n</tool_call>\n<tool_call>\n{\"name\":\"search\",\"arguments\":{\"q\":\"rust\"}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}], \"n\": -0.0, \"big\": 1e21, \"small\": 1.5e-7}}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n\\t\\u0001 \\/ 思考\"}}\n</tool_call>",
-        "Let me look that up for you.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\nDone, and some text after.",
-        "Before <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call> between <tool_call>\n{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}\n</tool_call> after",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par\n</tool_call>",
-        "<tool_call>\nnot json at all\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"ok\"}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"unknown_fn\", \"arguments\": {\"a\": 1}}\n</tool_call>",
-        "<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>",
-        "<tool_call>\n[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, {\"name\": \"search\", \"arguments\": {\"q\": \"B\"}}]\n</tool_call>",
-        "<tool_call>\n\"just a string\"\n</tool_call>",
-        "cut off in a call <tool_call>\n{\"name\": \"get_weather\", \"argu",
-        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
-        "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"open\"}}",
-        "a <tool_call></tool_call> b",
-        "text with a < sign and <tool_ but no call </tool_call>",
-        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}, \"parameters\": {}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"search\", \"arguments\": \"already a string\"}\n</tool_call>",
-    ]
+/// The tools offered, with the schemas the parsers that read argument types (qwen3_coder) use.
+fn tools() -> Value {
+    json!([
+        {"name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}}}},
+        {"name": "search", "parameters": {"type": "object", "properties": {
+            "q": {"type": "string"}, "filter": {"type": "object"},
+            "limit": {"type": "number"}, "exact": {"type": "boolean"}}}},
+    ])
 }
+
+/// Texts without calls, for every parser.
+const PLAIN: [&str; 3] = ["The weather is fine today.", "", "  spaced plain text \n"];
+
+/// Each family's corpus: one call, parallel calls, nested JSON, unicode and escapes, text
+/// before and after, malformed and unknown calls, and plain text that looks like the start.
+fn corpus(kind: ParserKind) -> Vec<&'static str> {
+    let family: &[&str] = match kind {
+        ParserKind::Qwen25 | ParserKind::Hermes => &TOOL_CALL_TAG,
+        ParserKind::Llama3 => &LLAMA3,
+        ParserKind::Mistral => &MISTRAL,
+        ParserKind::Pythonic => &PYTHONIC,
+        ParserKind::DeepseekV3 => &DEEPSEEK_V3,
+        ParserKind::DeepseekV31 => &DEEPSEEK_V31,
+        ParserKind::KimiK2 => &KIMI_K2,
+        ParserKind::Forced => &[],
+    };
+    PLAIN.iter().chain(family).copied().collect()
+}
+
+const TOOL_CALL_TAG: [&str; 19] = [
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+    "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"days\":3}}\n</tool_call>\n<tool_call>\n{\"name\":\"search\",\"arguments\":{\"q\":\"rust\"}}\n</tool_call>",
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}], \"n\": -0.0, \"big\": 1e21, \"small\": 1.5e-7}}}\n</tool_call>",
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n\\t\\u0001 \\/ 思考\"}}\n</tool_call>",
+    "Let me look that up for you.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\nDone, and some text after.",
+    "Before <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call> between <tool_call>\n{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}\n</tool_call> after",
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par\n</tool_call>",
+    "<tool_call>\nnot json at all\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"ok\"}}\n</tool_call>",
+    "<tool_call>\n{\"name\": \"unknown_fn\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+    "<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>",
+    "<tool_call>\n[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, {\"name\": \"search\", \"arguments\": {\"q\": \"B\"}}]\n</tool_call>",
+    "<tool_call>\n\"just a string\"\n</tool_call>",
+    "cut off in a call <tool_call>\n{\"name\": \"get_weather\", \"argu",
+    "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
+    "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"open\"}}",
+    "a <tool_call></tool_call> b",
+    "text with a < sign and <tool_ but no call </tool_call>",
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}, \"parameters\": {}}\n</tool_call>",
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": \"already a string\"}\n</tool_call>",
+];
+
+const LLAMA3: [&str; 17] = [
+    "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}",
+    "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"A\"}};{\"name\": \"search\", \"parameters\": {\"q\": \"B\"}}",
+    "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}], \"big\": 1e21}}}",
+    "<|python_tag|>{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考\"}}",
+    "Let me check.\n<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}} and text after",
+    "<|python_tag|>{'name': 'search', 'arguments': {'q': 'x', 'exact': True, 'filter': None}}",
+    "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par",
+    "<|python_tag|>not json at all",
+    "{not json at all}",
+    "<|python_tag|>{\"name\": \"unknown_fn\", \"parameters\": {\"a\": 1}}",
+    "<|python_tag|>[{\"name\": \"search\", \"parameters\": {\"q\": \"list\"}}]",
+    "<|python_tag|>oops {\"name\": \"search\", \"parameters\": {\"q\": \"y\"}}",
+    "{\"name\": \"get_weather\"",
+    "use {braces} freely, even {\"name\": \"search\"}",
+    "a <|python_ta but no tag",
+    "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a\"}}; {\"name\": \"search\", \"parameters\": {\"q\": \"b\"}}",
+];
+
+const MISTRAL: [&str; 15] = [
+    "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+    "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\", \"days\": 2}}, {\"name\": \"search\", \"arguments\": {\"q\": \"B\"}}]",
+    "[TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {\"filter\": {\"tags\": [\"a]\", {\"b\": [1, 2.5, null, true]}]}}}]",
+    "[TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {\"q\": \"caf\\u00e9 🦙 \\\"quoted [x]\\\" back\\\\slash\\n 思考\"}}]",
+    "Sure, checking.\n\n[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]\nDone, text after.",
+    "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\", \"days\": 1}",
+    "Compact: [TOOL_CALLS]search[ARGS]{\"q\": \"{nested}\"} after",
+    "[TOOL_CALLSsearch[ARGS{\"q\": \"no brackets\"}",
+    "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+    "[TOOL_CALLS] [not json]",
+    "[TOOL_CALLS] [1, 2]",
+    "[TOOL_CALLS]",
+    "[TOOL_CALLS] [{\"name\": \"unknown_fn\", \"arguments\": {}}]",
+    "see [1] and [TOOL_ not a call",
+    "[TOOL_CALLS]get_weather[ARGS]not json",
+];
+
+const PYTHONIC: [&str; 16] = [
+    "[get_weather(city=\"Paris\")]",
+    "[get_weather(city='Paris', days=3), search(q=\"rust\")]",
+    "[search(filter={\"tags\": [\"a\", {\"b\": [1, 2.5, None, True]}]}, q='x')]",
+    "[search(q=\"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考\", exact=False)]",
+    "Let me look.\n[get_weather(city=\"Oslo\")]\nDone, text after.",
+    "<|python_start|>[search(q=\"tagged\")]<|python_end|>",
+    // `-1` is not an `ast.Constant`: SGLang reads no call, and neither do we.
+    "[get_weather(city=\"x\", days=-1)]",
+    "[unknown_fn(a=1), search(q=\"known\")]",
+    "[get_weather(city=\"Paris\"",
+    "[get_weather(city=Paris)]",
+    "a list [1, 2] is no call",
+    "[search(q=\"a\")] and [search(q=\"b\")]",
+    "[search(q='''triple\nquoted''', filter={})]",
+    "[get_weather(city=\"A\",), search()]",
+    "[search(q=\"x\"), 5]",
+    "[search(q=r\"raw\\n\" \"joined\")]",
+];
+
+const DEEPSEEK_V3: [&str; 14] = [
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"A\", \"days\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"B\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}, \"big\": 1e21}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考 ```\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>\nText after.",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Par\n```<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>unknown_fn\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"known\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n[]\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>",
+    "a <｜tool▁calls▁be but no call",
+    "before <｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{\"q\": \"no begin\"}\n```<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+];
+
+const DEEPSEEK_V31: [&str; 14] = [
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"A\", \"days\": 2}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"B\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}, \"big\": 1e21}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考 ```\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>\nText after.",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Par<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>unknown_fn<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"known\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>[]<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>",
+    "a <｜tool▁calls▁be but no call",
+    "before <｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"q\": \"no begin\"}<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+];
+
+const KIMI_K2: [&str; 12] = [
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\":\"A\",\"days\":2}<|tool_call_end|><|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>{\"q\": \"B\"}<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}}<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考\"}<|tool_call_end|><|tool_calls_section_end|>",
+    "Let me check.\n<|tool_calls_section_begin|> <|tool_call_begin|> search:3 <|tool_call_argument_begin|> {\"q\": \"spaced\"} <|tool_call_end|><|tool_calls_section_end|> text after",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Par<|tool_call_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather<|tool_call_argument_begin|>{\"city\": \"x\"}<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.unknown_fn:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>not json<|tool_call_end|><|tool_calls_section_end|>",
+    "<|tool_calls_section_begin|><|tool_calls_section_end|>",
+    "a <|tool_calls_sec but no call",
+    "<|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"q\": \"no section\"}<|tool_call_end|>",
+];
 
 fn reading(kind: ParserKind) -> Reading {
     Reading {
@@ -81,10 +213,9 @@ fn as_json(calls: &[(String, String)]) -> Vec<(String, Value)> {
     calls
         .iter()
         .map(|(n, a)| {
-            (
-                n.clone(),
-                serde_json::from_str(a).expect("arguments are JSON"),
-            )
+            // kimi_k2 passes arguments on as written: compared as text where not JSON.
+            let args = serde_json::from_str(a).unwrap_or_else(|_| Value::String(a.clone()));
+            (n.clone(), args)
         })
         .collect()
 }
@@ -94,12 +225,11 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
     let Some(py) = support::python::interpreter() else {
         return;
     };
-    let cases = corpus();
-    let parsers: Vec<&str> = ParserKind::value_variants()
+    let cases: serde_json::Map<String, Value> = ParserKind::value_variants()
         .iter()
-        .map(|k| k.name())
+        .map(|k| (k.name().to_owned(), json!(corpus(*k))))
         .collect();
-    let input = json!({"parsers": parsers, "tools": TOOLS, "cases": cases});
+    let input = json!({"tools": tools(), "cases": cases});
     let path = std::env::temp_dir().join(format!("sb-toolcall-corpus-{}.json", std::process::id()));
     std::fs::write(&path, input.to_string()).unwrap();
     let oracle = support::python::run(
@@ -112,6 +242,7 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
     let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     let (mut checked, mut with_calls) = (0, 0);
     for kind in ParserKind::value_variants() {
+        let cases = corpus(*kind);
         let expected_all = oracle["results"][kind.name()].as_array().expect("results");
         assert_eq!(expected_all.len(), cases.len());
         for (text, want) in cases.iter().zip(expected_all) {
@@ -143,5 +274,5 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
         }
     }
     assert!(checked > 1000, "only {checked} chunkings checked");
-    assert!(with_calls > 10, "only {with_calls} answers with calls");
+    assert!(with_calls > 40, "only {with_calls} answers with calls");
 }

@@ -4,7 +4,8 @@
 //! our rid and the ids of the template rendered with the tools — and its answer carries OpenAI
 //! `tool_calls` and `finish_reason: "tool_calls"`, whole and streamed, read by the official
 //! OpenAI SDK too. `tool_choice: "none"` is all content; `"required"` and a named function are
-//! constrained as SGLang's own route constrains them (its code is the oracle).
+//! constrained as SGLang's own route constrains them (its code is the oracle). The parser is
+//! detected from the template when not given, and every other family is read too.
 
 use serde_json::{json, Value};
 
@@ -121,9 +122,10 @@ async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
     }
 }
 
-async fn start(parser: &[&str]) -> (support::Proc, support::Proc) {
+/// A sim with Qwen2.5's tokenizer.
+async fn qwen_sim() -> support::Proc {
     let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
-    let sim = support::sim(&[
+    support::sim(&[
         "--tokenizer-path",
         &dir,
         "--time-scale",
@@ -131,7 +133,13 @@ async fn start(parser: &[&str]) -> (support::Proc, support::Proc) {
         "--model-name",
         MODEL,
     ])
-    .await;
+    .await
+}
+
+/// The sim, made to answer [`ANSWER`], and a gateway in front of it with the `parser` flags.
+async fn start(parser: &[&str]) -> (support::Proc, support::Proc) {
+    let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
+    let sim = qwen_sim().await;
     let mut args = vec!["--model-path", dir.as_str()];
     args.extend_from_slice(parser);
     let gw = support::gateway(&[&sim], &args).await;
@@ -194,6 +202,18 @@ async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
         );
     }
 
+    sdk_reads(
+        &gw.url,
+        "weather in paris and zurich?",
+        "Let me check both.",
+        &want,
+    )
+    .await;
+}
+
+/// The official OpenAI SDK reads the answer to `prompt`, whole and streamed, as `content` and
+/// the calls `want`.
+async fn sdk_reads(url: &str, prompt: &str, content: &str, want: &[(String, Value)]) {
     let Some(py) = support::python::interpreter() else {
         return;
     };
@@ -201,20 +221,20 @@ async fn chat_with_tools_gets_tool_calls_on_the_native_path() {
         &py,
         "tests/python/openai_sdk_tool_calls.py",
         vec![
-            gw.url.clone(),
+            url.to_owned(),
             MODEL.into(),
-            "weather in paris and zurich?".into(),
+            prompt.into(),
             tools().to_string(),
         ],
     )
     .await;
     for how in ["whole", "stream"] {
         let got = &r[how];
-        assert_eq!(got["content"], "Let me check both.", "{how}: {r}");
+        assert_eq!(got["content"], content, "{how}: {r}");
         assert_eq!(got["finish"], "tool_calls", "{how}: {r}");
         let calls = got["calls"].as_array().expect("calls");
-        assert_eq!(calls.len(), 2, "{how}: {r}");
-        for (c, (name, args)) in calls.iter().zip(&want) {
+        assert_eq!(calls.len(), want.len(), "{how}: {r}");
+        for (c, (name, args)) in calls.iter().zip(want) {
             assert!(c[0].as_str().is_some_and(|id| !id.is_empty()), "{how}: {r}");
             assert_eq!(c[1], name.as_str());
             assert_eq!(
@@ -306,13 +326,140 @@ async fn forced_choices_reach_the_worker_with_the_constraint_sglang_sends() {
 
 #[tokio::test]
 async fn tools_without_a_parser_are_rendered_and_answered_as_content_on_the_native_path() {
-    let (sim, gw) = start(&[]).await;
+    // A model nothing picks a parser for (SmolLM2's name), with a template that renders tools
+    // but teaches no call syntax.
+    let template = std::env::temp_dir().join(format!("tools-no-syntax-{}.jinja", std::process::id()));
+    std::fs::write(
+        &template,
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+         {% if tools %}Tools: {% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}<|im_start|>assistant\n",
+    )
+    .unwrap();
+    let sim = support::sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(&[&sim], &["--chat-template", template.to_str().unwrap()]).await;
+    let rule = json!({"match": "weather in paris", "output": "It is sunny."});
+    support::post(format!("{}/sim/script", sim.url), &rule).await;
     for stream in [false, true] {
-        let a = chat(&gw.url, stream, json!({})).await;
+        let body = json!({"model": support::MODEL, "max_tokens": 64, "stream": stream, "tools": tools(),
+            "messages": [{"role": "user", "content": "What is the weather in Paris?"}]});
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let text = r.text().await.unwrap();
         // As SGLang's own route without a parser: the tools are in the prompt, the text is
-        // the answer.
-        assert_eq!((a.content.as_deref(), a.calls.len()), (Some(ANSWER), 0));
-        let seen = sent(&sim, &a.rid).await;
-        assert!(seen["input_ids"].as_array().unwrap().len() > 100, "{seen}");
+        // the answer, and it went to `/generate` with the gateway's ids.
+        assert!(!text.contains("tool_calls\":["), "{text}");
+        let (content, _) = if stream {
+            support::chat_stream_content(&text)
+        } else {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            (v["choices"][0]["message"]["content"].as_str().unwrap_or("").to_owned(), true)
+        };
+        assert_eq!(content, "It is sunny.", "{text}");
+    }
+    let log = support::sim_request_log(&sim.url).await;
+    assert_eq!(log.len(), 2);
+    for seen in &log {
+        assert_eq!(seen["route"], "/generate", "{seen}");
+        assert!(seen["input_ids"].as_array().unwrap().len() > 40, "{seen}");
+    }
+    let _ = std::fs::remove_file(template);
+}
+
+/// Without `--tool-call-parser`, Qwen2.5's template (it writes `<tool_call>` around calls)
+/// gets `qwen25`: the request is served natively and its calls read.
+#[tokio::test]
+async fn the_parser_is_detected_from_the_chat_template() {
+    let (_sim, gw) = start(&[]).await;
+    let a = chat(&gw.url, false, json!({})).await;
+    assert_eq!(a.content.as_deref(), Some("Let me check both."));
+    assert_eq!(a.calls.len(), 2);
+    assert_eq!(a.finish, "tool_calls");
+}
+
+/// Each other family's call syntax, said by the sim (parser choice does not depend on the
+/// template, so Qwen's tokenizer can say it), read through the gateway started with its parser:
+/// the same content and calls, whole, streamed and through the OpenAI SDK.
+#[tokio::test]
+async fn every_family_s_calls_are_read_through_the_gateway() {
+    const DS: (&str, &str, &str, &str) = (
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>",
+    );
+    let (paris, zurich) = (
+        r#"{"city": "Paris", "unit": "°C"}"#,
+        r#"{"city": "Zürich", "days": [1, 2]}"#,
+    );
+    let (b, cb, sep, ce) = DS;
+    let answers = [
+        (
+            "llama3",
+            format!(
+                r#"Let me check both.<|python_tag|>{{"name": "get_weather", "parameters": {paris}}};{{"name": "get_weather", "parameters": {zurich}}}"#
+            ),
+        ),
+        (
+            "mistral",
+            format!(
+                r#"Let me check both. [TOOL_CALLS] [{{"name": "get_weather", "arguments": {paris}}}, {{"name": "get_weather", "arguments": {zurich}}}]"#
+            ),
+        ),
+        (
+            "pythonic",
+            r#"Let me check both.[get_weather(city="Paris", unit="°C"), get_weather(city='Zürich', days=[1, 2])]"#.to_owned(),
+        ),
+        (
+            "deepseekv3",
+            format!(
+                "Let me check both.\n{b}{cb}function{sep}get_weather\n```json\n{paris}\n```{ce}\n{cb}function{sep}get_weather\n```json\n{zurich}\n```{ce}<｜tool▁calls▁end｜>"
+            ),
+        ),
+        (
+            "deepseekv31",
+            format!(
+                "Let me check both.\n{b}{cb}get_weather{sep}{paris}{ce}{cb}get_weather{sep}{zurich}{ce}<｜tool▁calls▁end｜>"
+            ),
+        ),
+        (
+            "kimi_k2",
+            format!(
+                "Let me check both.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{paris}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{zurich}<|tool_call_end|><|tool_calls_section_end|>"
+            ),
+        ),
+    ];
+    let want = vec![
+        (
+            "get_weather".to_owned(),
+            serde_json::from_str(paris).unwrap(),
+        ),
+        (
+            "get_weather".to_owned(),
+            serde_json::from_str(zurich).unwrap(),
+        ),
+    ];
+    let sim = qwen_sim().await;
+    let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
+    for (parser, answer) in &answers {
+        let prompt = format!("weather via {parser}?");
+        let rule = json!({"match": prompt, "output": answer});
+        let r = support::post(format!("{}/sim/script", sim.url), &rule).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let gw = support::gateway(
+            &[&sim],
+            &["--model-path", &dir, "--tool-call-parser", parser],
+        )
+        .await;
+        // DeepSeek's markers are many tokens in Qwen's vocabulary.
+        let messages =
+            json!({"max_tokens": 512, "messages": [{"role": "user", "content": prompt}]});
+        for stream in [false, true] {
+            let a = chat(&gw.url, stream, messages.clone()).await;
+            let what = format!("{parser} stream={stream}");
+            assert_eq!(a.content.as_deref(), Some("Let me check both."), "{what}");
+            assert_eq!(a.calls, want, "{what}");
+            assert_eq!(a.finish, "tool_calls", "{what}");
+        }
+        sdk_reads(&gw.url, &prompt, "Let me check both.", &want).await;
     }
 }

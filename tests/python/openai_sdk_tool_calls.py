@@ -20,7 +20,7 @@ def main():
     client = OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="x", max_retries=0, timeout=60)
     kw = dict(
         model=model,
-        max_tokens=128,
+        max_tokens=512,
         messages=[{"role": "user", "content": prompt}],
         tools=json.loads(tools),
     )

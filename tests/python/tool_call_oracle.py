@@ -1,7 +1,7 @@
 """SGLang's own tool-call parsers as the oracle for Switchboard's (tests/it/tool_call_oracle.rs).
 
 Usage: tool_call_oracle.py CORPUS.json
-CORPUS is {"parsers": [name, ...], "tools": [name, ...], "cases": [text, ...]}.
+CORPUS is {"tools": [{"name": ..., "parameters": {schema}}, ...], "cases": {parser: [text, ...]}}.
 Prints one JSON line: {"results": {parser: [{"content": str or null, "calls": [[name, arguments], ...]}, ...]}}
 where each result is what SGLang 0.5.9's chat server answers for a non-streamed request with
 those tools and tool_choice "auto" (OpenAIServingChat._process_tool_calls): a text without a
@@ -20,13 +20,13 @@ from sglang.srt.function_call.function_call_parser import FunctionCallParser
 def main():
     corpus = json.loads(Path(sys.argv[1]).read_text())
     tools = [
-        Tool(type="function", function=Function(name=n, parameters={"type": "object"}))
-        for n in corpus["tools"]
+        Tool(type="function", function=Function(name=t["name"], parameters=t["parameters"]))
+        for t in corpus["tools"]
     ]
     results = {}
-    for name in corpus["parsers"]:
+    for name, cases in corpus["cases"].items():
         out = []
-        for text in corpus["cases"]:
+        for text in cases:
             parser = FunctionCallParser(tools, name)
             content, calls = text, []
             if parser.has_tool_call(text):

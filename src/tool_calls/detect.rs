@@ -1,0 +1,99 @@
+//! The parser a model calls for when `--tool-call-parser` is not given: the call syntax its
+//! chat template teaches it, else its name (the model family, as SMG picks a parser from the
+//! model id). Nothing found: no parser, and requests with `tools` go to the worker's route.
+
+use super::ParserKind;
+
+/// What a template that renders tools writes around a call, first match wins.
+const TEMPLATE_MARKERS: [(&str, ParserKind); 7] = [
+    ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
+    // DeepSeek V3 names the call `function<｜tool▁sep｜>name`; V3.1 puts the name first.
+    ("function<｜tool▁sep｜>", ParserKind::DeepseekV3),
+    ("<｜tool▁calls▁begin｜>", ParserKind::DeepseekV31),
+    ("[TOOL_CALLS]", ParserKind::Mistral),
+    ("<|python_start|>", ParserKind::Pythonic),
+    ("<|python_tag|>", ParserKind::Llama3),
+    ("<tool_call>", ParserKind::Qwen25),
+];
+
+/// Parts of a model's name (lower case) and their family's parser, first match wins.
+const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
+    ("kimi-k2", Some(ParserKind::KimiK2)),
+    ("deepseek-v3.1", Some(ParserKind::DeepseekV31)),
+    ("deepseek-v3.2", Some(ParserKind::DeepseekV31)),
+    ("deepseek-v3", Some(ParserKind::DeepseekV3)),
+    ("mistral", Some(ParserKind::Mistral)),
+    ("mixtral", Some(ParserKind::Mistral)),
+    ("llama-4", Some(ParserKind::Pythonic)),
+    ("llama4", Some(ParserKind::Pythonic)),
+    ("llama-3", Some(ParserKind::Llama3)),
+    ("llama3", Some(ParserKind::Llama3)),
+    // Qwen3-Coder writes XML-like calls no parser here reads.
+    ("qwen3-coder", None),
+    ("qwen", Some(ParserKind::Qwen25)),
+    ("qwq", Some(ParserKind::Qwen25)),
+];
+
+/// The parser for a model with this chat template (the one that renders `tools`) and these
+/// names (the served name, the tokenizer's folder or Hub id).
+pub fn detect(template: Option<&str>, names: &[&str]) -> Option<ParserKind> {
+    // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
+    let coder = template.is_some_and(|t| t.contains("<function="));
+    if let Some(t) = template.filter(|_| !coder) {
+        if let Some((_, kind)) = TEMPLATE_MARKERS.iter().find(|(m, _)| t.contains(m)) {
+            return Some(*kind);
+        }
+    }
+    names.iter().find_map(|name| {
+        let name = name.to_lowercase();
+        NAME_PARTS
+            .iter()
+            .find(|(part, _)| name.contains(part))
+            .and_then(|(_, kind)| *kind)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shipped(folder: &str) -> Option<String> {
+        let path = format!("assets/tokenizers/{folder}/tokenizer_config.json");
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        config["chat_template"].as_str().map(str::to_owned)
+    }
+
+    #[test]
+    fn the_shipped_tokenizers_get_their_family_s_parser() {
+        for (folder, want) in [
+            ("qwen2.5-0.5b-instruct", Some(ParserKind::Qwen25)),
+            ("qwen3", Some(ParserKind::Qwen25)),
+            // Its template renders no tools: the name says Mistral.
+            ("mistral-7b-instruct-v0.1", Some(ParserKind::Mistral)),
+            ("smollm2-135m-instruct", None),
+        ] {
+            let template = shipped(folder);
+            assert!(template.is_some(), "{folder} has a template");
+            assert_eq!(detect(template.as_deref(), &[folder]), want, "{folder}");
+        }
+    }
+
+    #[test]
+    fn the_template_wins_over_the_name() {
+        let llama = "{{ '<|python_tag|>' }}";
+        assert_eq!(detect(Some(llama), &["my-qwen"]), Some(ParserKind::Llama3));
+        let v3 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
+        assert_eq!(detect(Some(v3), &[]), Some(ParserKind::DeepseekV3));
+        assert_eq!(
+            detect(Some("<｜tool▁calls▁begin｜>"), &[]),
+            Some(ParserKind::DeepseekV31)
+        );
+        let coder = "<tool_call>\n<function=name>";
+        assert_eq!(detect(Some(coder), &["Qwen/Qwen3-Coder-30B"]), None);
+        assert_eq!(
+            detect(None, &["meta-llama/Llama-4-Scout"]),
+            Some(ParserKind::Pythonic)
+        );
+    }
+}
