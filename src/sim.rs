@@ -255,6 +255,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
     let driver = driver::Driver::start(Engine::new(config), opts.time_scale);
+    let mut kv_events_tap = None;
     if let Some(json) = &opts.kv_events_config {
         if let Some(cfg) = kv_events::KvEventsConfig::parse(json)? {
             let publisher = kv_events::publisher::PublisherOptions {
@@ -262,7 +263,9 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
                 page_size: page_size.max(1),
                 dp_rank: 0,
             };
-            driver.publish_kv_events(kv_events::publisher::start(&cfg, publisher).await?);
+            let started = kv_events::publisher::start(&cfg, publisher).await?;
+            driver.publish_kv_events(started.sink);
+            kv_events_tap = Some(started.tap);
         }
     }
     let state = Arc::new(SimState {
@@ -288,6 +291,8 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         recent: Default::default(),
         scripts: Default::default(),
         pd,
+        page_size: page_size.max(1),
+        kv_events_tap,
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);

@@ -6,10 +6,12 @@
 //!
 //! - `generate`: the `Generate` stream (chunks, then `Complete`; refusals as gRPC statuses).
 //! - `service`: every other RPC (health, abort, model and server info, loads, admin).
+//! - `kv_events`: `SubscribeKvEvents`, the `--kv-events-config` publisher's batches relayed.
 //! - this file: the listeners, and the body wrapper that turns the `die_after_tokens` fault
 //!   into a reset stream.
 
 mod generate;
+mod kv_events;
 mod service;
 
 use std::net::SocketAddr;
