@@ -315,6 +315,8 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
     let mut drivers = Vec::new();
+    // What `SubscribeKvEvents` relays (`--grpc-mode`): rank 0's publisher.
+    let mut kv_events_tap = None;
     for rank in 0..opts.dp_size.max(1) {
         drivers.push(driver::Driver::start(
             Engine::new(config.clone()),
@@ -333,9 +335,12 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
                     page_size: page_size.max(1),
                     dp_rank: rank,
                 };
-                let sink = kv_events::publisher::start(&cfg, publisher).await?;
+                let started = kv_events::publisher::start(&cfg, publisher).await?;
                 if let Some(d) = drivers.last() {
-                    d.publish_kv_events(sink);
+                    d.publish_kv_events(started.sink);
+                }
+                if rank == 0 {
+                    kv_events_tap = Some(started.tap);
                 }
             }
         }
@@ -368,6 +373,8 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         recent: Default::default(),
         scripts: Default::default(),
         pd,
+        page_size: page_size.max(1),
+        kv_events_tap,
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);

@@ -34,6 +34,10 @@ pub struct FaultConfig {
     /// keeps generating meanwhile.
     #[arg(long = "fault-abort-delay-secs", default_value_t = 0.0)]
     pub abort_delay_secs: f64,
+    /// `--grpc-mode`: the readiness answer (`grpc.health.v1`) is NOT_SERVING, as while SGLang's
+    /// servicer warms up or drains; the `HealthCheck` probe still passes.
+    #[arg(long = "fault-grpc-not-serving")]
+    pub grpc_not_serving: bool,
 }
 
 pub struct Faults {

@@ -6,10 +6,14 @@
 //!
 //! - `generate`: the `Generate` stream (chunks, then `Complete`; refusals as gRPC statuses).
 //! - `service`: every other RPC (health, abort, model and server info, loads, admin).
+//! - `health`: `grpc.health.v1.Health`, the servicer's readiness answer.
+//! - `kv_events`: `SubscribeKvEvents`, the `--kv-events-config` publisher's batches relayed.
 //! - this file: the listeners, and the body wrapper that turns the `die_after_tokens` fault
 //!   into a reset stream.
 
 mod generate;
+mod health;
+mod kv_events;
 mod service;
 
 use std::net::SocketAddr;
@@ -47,10 +51,14 @@ pub async fn start(
             tracing::error!(error = %e, "simulator HTTP side port stopped");
         }
     });
+    let health = tonic_health::pb::health_server::HealthServer::new(health::HealthService {
+        state: Arc::clone(&state),
+    });
     let service = SglangSchedulerServer::new(service::Scheduler::new(state))
         .max_decoding_message_size(256 * 1024 * 1024)
         .max_encoding_message_size(256 * 1024 * 1024);
     let app = tonic::service::Routes::new(service)
+        .add_service(health)
         .into_axum_router()
         .layer(axum::middleware::map_response(reset_marked_streams));
     // axum's server speaks HTTP/2 without TLS (prior knowledge), as gRPC clients connect.

@@ -38,6 +38,9 @@ pub struct SimState {
     pub scripts: Scripts,
     /// Prefill/decode disaggregation: the role, and the prefill side's rooms.
     pub pd: super::pd::Pd,
+    pub page_size: usize,
+    /// `--kv-events-config`'s publisher, for `SubscribeKvEvents` in `--grpc-mode`.
+    pub kv_events_tap: Option<super::kv_events::publisher::Tap>,
 }
 
 #[derive(Debug, Clone, Serialize)]

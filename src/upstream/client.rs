@@ -20,12 +20,12 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 #[derive(Clone, Debug)]
 pub struct Client {
     http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// Connections to `grpc://` workers.
+    /// Connections to `grpc://` and `grpcs://` workers.
     grpc: super::grpc::Channels,
 }
 
 impl Client {
-    /// `tls` is used for `https://` workers only; plain ones connect as before.
+    /// `tls` is used for `https://` and `grpcs://` workers only; plain ones connect as before.
     pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Client {
         let mut connector = HttpConnector::new();
         // The TLS layer above hands https URIs down to this TCP connector.
@@ -34,6 +34,7 @@ impl Client {
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
         // HTTP/1.1 over TLS too (ALPN), as over plain TCP: what SGLang serves.
+        let grpc = super::grpc::Channels::new(connect_timeout, tls.clone());
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -43,10 +44,7 @@ impl Client {
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(1024)
             .build(connector);
-        Client {
-            http,
-            grpc: super::grpc::Channels::new(connect_timeout),
-        }
+        Client { http, grpc }
     }
 
     /// The connections to `grpc://` workers.

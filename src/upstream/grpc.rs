@@ -1,6 +1,7 @@
-//! `grpc://` workers: SGLang's gRPC service (`SglangScheduler`). One HTTP/2 connection per
-//! worker carries every call to it as its own stream (tonic's `Channel`, opened on first use and
-//! re-opened when it breaks); the unary RPCs for health, load, model info and abort; and the
+//! `grpc://` workers: SGLang's gRPC service (`SglangScheduler`); `grpcs://` ones over TLS with
+//! the `https://` workers' trust and identity. One HTTP/2 connection per worker carries every
+//! call to it as its own stream (tonic's `Channel`, opened on first use and re-opened when it
+//! breaks); the unary RPCs for health (`grpc.health.v1`), load, model info and abort; and the
 //! reading of a gRPC status as the same [`UpstreamError`] an HTTP answer would be, so retries,
 //! breakers and what the client sees do not depend on the wire.
 //!
@@ -13,7 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
 use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 use super::{Origin, UpstreamError};
 use crate::net::error_chain;
@@ -34,43 +39,66 @@ const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct Channels {
     connect_timeout: Duration,
+    /// For `grpcs://` workers: the trust and identity `https://` workers get (ALPN set to h2).
+    tls: Arc<rustls::ClientConfig>,
     by_authority: Arc<Mutex<HashMap<String, Channel>>>,
 }
 
 pub type SchedulerClient = SglangSchedulerClient<Channel>;
 
 impl Channels {
-    pub fn new(connect_timeout: Duration) -> Channels {
+    pub fn new(connect_timeout: Duration, tls: rustls::ClientConfig) -> Channels {
         Channels {
             connect_timeout,
+            tls: Arc::new(tls),
             by_authority: Arc::default(),
         }
     }
 
     /// The worker's client on its shared connection.
     pub fn client(&self, worker: &Origin) -> Result<SchedulerClient, UpstreamError> {
-        let mut map = self.by_authority.lock().unwrap_or_else(|e| e.into_inner());
-        let channel = match map.get(worker.authority()) {
-            Some(c) => c.clone(),
-            None => {
-                let endpoint = Endpoint::from_shared(format!("http://{}", worker.authority()))
-                    .map_err(|e| UpstreamError::Protocol {
-                        url: worker.url.clone(),
-                        reason: e.to_string(),
-                    })?
-                    .connect_timeout(self.connect_timeout)
-                    .tcp_nodelay(true)
-                    .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                    .keep_alive_while_idle(false);
-                let channel = endpoint.connect_lazy();
-                map.insert(worker.authority().to_owned(), channel.clone());
-                channel
-            }
-        };
-        Ok(SglangSchedulerClient::new(channel)
+        Ok(SglangSchedulerClient::new(self.channel(worker)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES))
+    }
+
+    /// The worker's shared connection (every service on it: the scheduler's, health).
+    fn channel(&self, worker: &Origin) -> Result<Channel, UpstreamError> {
+        let mut map = self.by_authority.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = map.get(worker.authority()) {
+            return Ok(c.clone());
+        }
+        let scheme = if worker.is_tls() { "https" } else { "http" };
+        let endpoint = Endpoint::from_shared(format!("{scheme}://{}", worker.authority()))
+            .map_err(|e| UpstreamError::Protocol {
+                url: worker.url.clone(),
+                reason: e.to_string(),
+            })?
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(false);
+        let channel = if worker.is_tls() {
+            endpoint.connect_with_connector_lazy(self.tls_connector())
+        } else {
+            endpoint.connect_lazy()
+        };
+        map.insert(worker.authority().to_owned(), channel.clone());
+        Ok(channel)
+    }
+
+    /// TCP then TLS (HTTP/2 by ALPN), with the operator's CA and client certificate.
+    fn tls_connector(&self) -> HttpsConnector<HttpConnector> {
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(self.connect_timeout));
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*self.tls).clone())
+            .https_only()
+            .enable_http2()
+            .wrap_connector(tcp)
     }
 
     /// Forgets a removed worker's connection (it closes once its last call ends).
@@ -149,8 +177,37 @@ fn is_connect_failure(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// `HealthCheck` under `timeout`: healthy, or why not.
+/// Healthy, or why not, under `timeout`: the servicer's readiness (`grpc.health.v1` `Check` for
+/// the scheduler's service: SERVING once warmed up, NOT_SERVING while draining or stuck), the
+/// answer SGLang's servicer gives probes without running anything; a servicer without the
+/// standard service gets the `HealthCheck` RPC (a one-token probe through the engine).
 pub async fn health(channels: &Channels, worker: &Origin, timeout: Duration) -> Result<(), String> {
+    let channel = channels.channel(worker).map_err(|e| e.to_string())?;
+    let mut client = HealthClient::new(channel);
+    let call = client.check(tonic_health::pb::HealthCheckRequest {
+        service: pb::sglang_scheduler_server::SERVICE_NAME.to_owned(),
+    });
+    match tokio::time::timeout(timeout, call).await {
+        Err(_) => Err("grpc.health.v1 Check timed out".into()),
+        Ok(Ok(r)) if r.get_ref().status == ServingStatus::Serving as i32 => Ok(()),
+        Ok(Ok(r)) => Err(format!(
+            "grpc.health.v1: {}",
+            ServingStatus::try_from(r.get_ref().status)
+                .map_or("unknown status", |s| s.as_str_name())
+        )),
+        Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => {
+            deep_health(channels, worker, timeout).await
+        }
+        Ok(Err(s)) => Err(status_error(worker, s, Phase::Call).to_string()),
+    }
+}
+
+/// `HealthCheck` under `timeout`.
+async fn deep_health(
+    channels: &Channels,
+    worker: &Origin,
+    timeout: Duration,
+) -> Result<(), String> {
     let mut client = channels.client(worker).map_err(|e| e.to_string())?;
     let call = client.health_check(pb::HealthCheckRequest {});
     match tokio::time::timeout(timeout, call).await {

@@ -1,6 +1,7 @@
 //! Where a worker listens: its base URL, checked once and kept ready for building request URIs.
 //! The wire client needs only this, so it stays below the worker registry. `grpc://host:port`
-//! (SMG's convention) names a worker that speaks SGLang's gRPC service instead of HTTP.
+//! (SMG's convention) names a worker that speaks SGLang's gRPC service instead of HTTP;
+//! `grpcs://host:port` the same over TLS.
 
 use axum::http::Uri;
 
@@ -15,7 +16,7 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// Worker URLs must be http, https or grpc with a host: no other schemes, no paths that
+    /// Worker URLs must be http, https, grpc or grpcs with a host: no other schemes, no paths that
     /// would change where requests land.
     pub fn parse(url: &str) -> Result<Origin, String> {
         let uri: Uri = url
@@ -25,9 +26,10 @@ impl Origin {
             Some("http") => (false, false),
             Some("https") => (true, false),
             Some("grpc") => (false, true),
+            Some("grpcs") => (true, true),
             _ => {
                 return Err(format!(
-                    "worker URL `{url}` must start with http://, https:// or grpc://"
+                    "worker URL `{url}` must start with http://, https://, grpc:// or grpcs://"
                 ))
             }
         };
@@ -49,9 +51,14 @@ impl Origin {
         })
     }
 
-    /// The worker speaks SGLang's gRPC service (`grpc://`), not HTTP.
+    /// The worker speaks SGLang's gRPC service (`grpc://`, `grpcs://`), not HTTP.
     pub fn is_grpc(&self) -> bool {
         self.grpc
+    }
+
+    /// The connection is TLS (`https://`, `grpcs://`).
+    pub fn is_tls(&self) -> bool {
+        self.https
     }
 
     /// `host:port`.
@@ -105,7 +112,9 @@ mod tests {
             "https://worker.local:8443/generate"
         );
         let grpc = Origin::parse("grpc://127.0.0.1:30001").unwrap();
-        assert!(grpc.is_grpc() && !tls.is_grpc());
+        assert!(grpc.is_grpc() && !tls.is_grpc() && !grpc.is_tls());
+        let grpcs = Origin::parse("grpcs://w:443").unwrap();
+        assert!(grpcs.is_grpc() && grpcs.is_tls());
         assert_eq!(grpc.authority(), "127.0.0.1:30001");
         for bad in [
             "ftp://x",

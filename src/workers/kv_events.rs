@@ -10,8 +10,10 @@
 //! - `index`: the exact index, speculative entries, freshness and the memory bound.
 //! - `metrics`: events, batches, gaps, replays, stale workers, blocks per worker.
 //! - `subscriber`: discovery, the SUB socket, sequence checks, replay and rebuild.
+//! - `grpc_source`: the same index fed from a `grpc://` worker's `SubscribeKvEvents` stream.
 
 pub mod advertised;
+pub mod grpc_source;
 pub mod index;
 pub mod metrics;
 pub mod subscriber;

@@ -304,3 +304,33 @@ async fn a_grpc_worker_added_at_run_time_serves_and_reports_its_load() {
     })
     .await;
 }
+
+/// Health over `grpc.health.v1` (SGLang's servicer registers it): a servicer warming up or
+/// draining answers NOT_SERVING for the scheduler's service while its `HealthCheck` probe still
+/// passes; the gateway routes nothing there until it serves again.
+#[tokio::test]
+async fn a_not_serving_grpc_worker_gets_no_requests() {
+    let (a, b) = (support::grpc_sim(FAST).await, support::grpc_sim(FAST).await);
+    let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
+    set_faults(&a, json!({"grpc_not_serving": true})).await;
+    let healthy = |n: f64| {
+        let url = gw.url.clone();
+        async move {
+            let m = support::metrics_text(&url).await;
+            support::metric_sum(&m, "switchboard_worker_healthy") == n
+        }
+    };
+    support::eventually("the NOT_SERVING worker excluded", || healthy(1.0)).await;
+    let before = sim_requests(&a).await;
+    for i in 0..4 {
+        let (status, _, _, done, _) = stream_chat(&gw, &chat(&format!("n{i}"), 4, true)).await;
+        assert_eq!((status, done), (200, true), "request {i}");
+    }
+    assert_eq!(
+        sim_requests(&a).await,
+        before,
+        "a NOT_SERVING worker got requests"
+    );
+    set_faults(&a, json!({"grpc_not_serving": false})).await;
+    support::eventually("serving again", || healthy(2.0)).await;
+}

@@ -346,3 +346,69 @@ async fn an_unreachable_endpoint_costs_no_request() {
         generate(&gw, &prompt(i, 100)).await;
     }
 }
+
+/// gRPC workers (issue 17): the same events reach the index over `SubscribeKvEvents`. `b`'s
+/// engine caches prompts the gateway never sent it (through its HTTP side port); only the
+/// events can send them to `b`. A flush clears the view (`AllBlocksCleared` over gRPC).
+#[tokio::test]
+async fn grpc_workers_events_steer_routing() {
+    let cfg = |port: u16| {
+        json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"), "bind": true})
+            .to_string()
+    };
+    let (ca, cb) = (cfg(support::free_port()), cfg(support::free_port()));
+    let mut fa = sim_flags();
+    fa.extend(["--kv-events-config", ca.as_str()]);
+    let mut fb = sim_flags();
+    fb.extend(["--kv-events-config", cb.as_str()]);
+    let (a, b) = (support::grpc_sim(&fa).await, support::grpc_sim(&fb).await);
+    let gw = support::gateway(&[&a, &b], &[]).await;
+    support::ready(&gw).await;
+    support::eventually("both subscribed", || async {
+        gw.logs().matches("kv events: subscribed").count() == 2
+    })
+    .await;
+    let hot: Vec<Vec<u32>> = (0..4).map(|i| prompt(i, 100)).collect();
+    for p in &hot {
+        let r = support::post(
+            format!("{}/generate", b.http_url()),
+            &json!({"input_ids": p, "sampling_params": {"max_new_tokens": 1}}),
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+    }
+    support::eventually("b's blocks indexed", || async {
+        blocks(&gw, &b).await == 24.0
+    })
+    .await;
+    let on = |sim: &Proc, ids: &[u32]| {
+        let (url, ids) = (sim.http_url().to_owned(), json!(ids));
+        async move {
+            support::sim_request_log(&url)
+                .await
+                .iter()
+                .filter(|r| r["input_ids"] == ids)
+                .count()
+        }
+    };
+    for p in &hot {
+        generate(&gw, p).await;
+        assert_eq!(on(&b, p).await, 2, "a prompt b holds went elsewhere");
+    }
+    // Prompts nobody holds still spread: the events, not a bias, sent the others to b.
+    let mut on_a = 0;
+    for i in 10..14 {
+        generate(&gw, &prompt(i, 100)).await;
+        on_a += on(&a, &prompt(i, 100)).await;
+    }
+    assert!(on_a > 0, "cold prompts all went to b");
+    support::eventually("the gateway's requests finished on b", || async {
+        support::sim_metric(b.http_url(), "sglang:num_running_reqs").await == 0.0
+    })
+    .await;
+    support::post(format!("{}/flush_cache", b.http_url()), &json!({})).await;
+    support::eventually("b's view cleared", || async {
+        blocks(&gw, &b).await == 0.0
+    })
+    .await;
+}

@@ -184,3 +184,45 @@ async fn openai_sdk_through_the_https_listener() {
     .await;
     assert_eq!(r["ok"], true, "{r}");
 }
+
+/// `grpcs://` workers (issue 17): a gRPC sim behind the TLS-terminating proxy, trusted through
+/// `--worker-ca-cert`; with mTLS, admitted only with the client certificate.
+#[tokio::test]
+async fn grpcs_worker_serves_over_tls_with_its_ca_and_client_certificate() {
+    let pki = Pki::generate("grpcs");
+    let sim = support::grpc_sim(&[]).await;
+    let plain = sim.url.trim_start_matches("grpc://");
+    let ca = pki.path("ca.pem");
+    let url = proxy(&pki, plain, false)
+        .await
+        .replace("https://", "grpcs://");
+    let gw = support::gateway(&[], &["--worker-urls", &url, "--worker-ca-cert", &ca]).await;
+    support::ready(&gw).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+
+    let mtls = proxy(&pki, plain, true)
+        .await
+        .replace("https://", "grpcs://");
+    let gw = support::gateway(&[], &["--worker-urls", &mtls, "--worker-ca-cert", &ca]).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 503, "{body}");
+    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &mtls,
+            "--worker-ca-cert",
+            &ca,
+            "--worker-client-cert",
+            &cert,
+            "--worker-client-key",
+            &key,
+        ],
+    )
+    .await;
+    support::ready(&gw).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+}

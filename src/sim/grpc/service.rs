@@ -1,8 +1,8 @@
 //! `SglangScheduler`'s RPCs besides `Generate`, with `smg-grpc-servicer`'s answers: health
 //! (the fault knobs apply as on `/health`), abort (always `success`, prefix match as the
-//! scheduler does), model and server info, loads, the cache flush; what the simulator has no
-//! engine for (embeddings, LoRA, KV events, the tokenizer bundle) is refused as the servicer
-//! refuses it when that part is not configured.
+//! scheduler does), model and server info, loads, the cache flush, KV events (`kv_events`);
+//! what the simulator has no engine for (embeddings, LoRA, the tokenizer bundle) is refused as
+//! the servicer refuses it when that part is not configured.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use futures_util::Stream;
 use tonic::{Request, Response, Status};
 
 use super::generate::{self, GenerateStream};
+use super::kv_events;
 use crate::protocol::grpc::pb;
 use crate::protocol::grpc::pb::sglang_scheduler_server::SglangScheduler;
 use crate::protocol::grpc::smg::grpc::common;
@@ -218,10 +219,16 @@ impl SglangScheduler for Scheduler {
 
     async fn subscribe_kv_events(
         &self,
-        _: Request<common::SubscribeKvEventsRequest>,
+        req: Request<common::SubscribeKvEventsRequest>,
     ) -> Reply<Self::SubscribeKvEventsStream> {
-        // The servicer's answer without `--kv-events-config`.
-        Err(Status::unimplemented("KV events are not enabled"))
+        let s = &self.state;
+        let relay = kv_events::Relay {
+            version: s.version,
+            page_size: s.page_size,
+            dp_rank: 0,
+        };
+        let start = req.into_inner().start_sequence_number;
+        kv_events::subscribe(s.kv_events_tap.as_ref(), start, relay).map(Response::new)
     }
 
     async fn load_lo_ra_adapter(

@@ -2,13 +2,16 @@
 //! socket as `[topic, seq (8 bytes, big-endian), payload]` with `seq` counting from 0, and into
 //! a replay buffer of the last `buffer_steps` batches. A ROUTER socket answers a replay request
 //! `[identity, "", start seq]` with every buffered batch from `start` and then an end marker of
-//! seq −1 (0.5.9: `[seq, payload]` after the envelope; 0.5.23 puts the topic first).
+//! seq −1 (0.5.9: `[seq, payload]` after the envelope; 0.5.23 puts the topic first). Each batch
+//! also goes to the tap, unencoded, for `--grpc-mode`'s `SubscribeKvEvents` (the servicer relays
+//! the same publisher's batches).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 use super::blocks::BlockEvent;
@@ -30,6 +33,25 @@ impl EventSink {
             let _ = self.0.try_send(events);
         }
     }
+}
+
+/// One batch as published: its sequence number, timestamp and the per-page events.
+#[derive(Debug)]
+pub struct Published {
+    pub seq: u64,
+    pub ts: f64,
+    pub events: Vec<BlockEvent>,
+}
+
+/// Every published batch, for the gRPC relay; a subscriber that falls this many batches
+/// behind has lost events (the relay then ends its stream with `DATA_LOSS`).
+pub type Tap = broadcast::Sender<Arc<Published>>;
+const TAP_BATCHES: usize = 4096;
+
+/// A started publisher: where the engine hands batches, and the tap that sees them go out.
+pub struct Started {
+    pub sink: EventSink,
+    pub tap: Tap,
 }
 
 /// What one rank's publisher needs besides the config.
@@ -54,10 +76,7 @@ fn binds(cfg: &KvEventsConfig, endpoint: &str) -> bool {
 }
 
 /// Binds (or connects) the sockets and starts the task; it ends when every sink is dropped.
-pub async fn start(
-    cfg: &KvEventsConfig,
-    opts: PublisherOptions,
-) -> Result<EventSink, KvEventsError> {
+pub async fn start(cfg: &KvEventsConfig, opts: PublisherOptions) -> Result<Started, KvEventsError> {
     let endpoint = offset_port(&cfg.endpoint, opts.dp_rank)?;
     let bind_err = |endpoint: &str| {
         let endpoint = endpoint.to_owned();
@@ -88,7 +107,9 @@ pub async fn start(
         None => None,
     };
     let (tx, rx) = mpsc::channel(cfg.max_queue_size.max(1));
+    let (tap, _) = broadcast::channel(TAP_BATCHES);
     let task = Task {
+        tap: tap.clone(),
         publisher,
         replay,
         buffer: VecDeque::new(),
@@ -98,10 +119,14 @@ pub async fn start(
         opts,
     };
     tokio::spawn(task.run(rx));
-    Ok(EventSink(tx))
+    Ok(Started {
+        sink: EventSink(tx),
+        tap,
+    })
 }
 
 struct Task {
+    tap: Tap,
     publisher: PubSocket,
     replay: Option<RouterSocket>,
     buffer: VecDeque<(u64, Bytes)>,
@@ -126,7 +151,7 @@ impl Task {
             };
             tokio::select! {
                 batch = rx.recv() => match batch {
-                    Some(events) => self.publish(&events).await,
+                    Some(events) => self.publish(events).await,
                     None => break,
                 },
                 Some(req) = request => self.serve_replay(req).await,
@@ -134,14 +159,14 @@ impl Task {
         }
     }
 
-    async fn publish(&mut self, events: &[BlockEvent]) {
+    async fn publish(&mut self, events: Vec<BlockEvent>) {
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         let payload = Bytes::from(encode_batch(
             self.opts.version,
             ts,
-            events,
+            &events,
             self.opts.page_size,
             self.opts.dp_rank,
         ));
@@ -158,6 +183,9 @@ impl Task {
                 self.buffer.pop_front();
             }
             self.buffer.push_back((seq, payload));
+        }
+        if self.tap.receiver_count() > 0 {
+            let _ = self.tap.send(Arc::new(Published { seq, ts, events }));
         }
     }
 

@@ -14,7 +14,7 @@ use crate::sim::version::SglangVersion;
 const MEDIUM_GPU: &str = "GPU";
 
 /// One wire event: several pages once merged.
-enum WireEvent {
+pub(in crate::sim) enum WireEvent {
     Stored {
         hashes: Vec<i64>,
         parent: Option<i64>,
@@ -27,7 +27,9 @@ enum WireEvent {
     Cleared,
 }
 
-fn merge(events: &[BlockEvent], page: usize, coalesce: bool) -> Vec<WireEvent> {
+/// The events as the publisher's wire carries them; `coalesce` (0.5.23) merges chained stores
+/// and consecutive removals.
+pub(in crate::sim) fn merge(events: &[BlockEvent], page: usize, coalesce: bool) -> Vec<WireEvent> {
     let mut out: Vec<WireEvent> = Vec::new();
     for ev in events {
         let merged = match (out.last_mut(), ev) {

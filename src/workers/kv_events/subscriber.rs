@@ -2,7 +2,8 @@
 //!
 //! A reconcile loop starts one task per worker in the registry (and stops it, dropping the view,
 //! when the worker leaves, or restarts it when its rank units change: a data-parallel worker's
-//! rank `r` is indexed under its rank unit, so the policy sees each rank's cache). The task reads `/server_info`: `kv_events_config` (SGLang's JSON
+//! rank `r` is indexed under its rank unit, so the policy sees each rank's cache); a `grpc://`
+//! worker's task is `grpc_source`'s. The task reads `/server_info`: `kv_events_config` (SGLang's JSON
 //! string; a `zmq` publisher), `page_size`, `dp_size` and `max_total_num_tokens`. A `*`,
 //! `0.0.0.0` or `::` host is the worker URL's host; `--kv-events-endpoint URL=ENDPOINT` overrides
 //! it. Each DP rank is followed at port + rank:
@@ -78,6 +79,17 @@ pub fn spawn(
             });
             for w in workers.iter() {
                 if tasks.contains_key(&w.id) {
+                    continue;
+                }
+                if w.origin.is_grpc() {
+                    let follow = super::grpc_source::GrpcFollow {
+                        worker: Arc::clone(w),
+                        channels: client.grpc().clone(),
+                        index: Arc::clone(&index),
+                        metrics: Arc::clone(&metrics),
+                        rebuild: settings.rebuild,
+                    };
+                    tasks.insert(w.id, tokio::spawn(follow.run()));
                     continue;
                 }
                 let follow = Follow {
@@ -383,9 +395,34 @@ impl Rank {
                 return;
             }
         };
+        let view = View {
+            index: &self.index,
+            metrics: &self.metrics,
+            worker: self.worker,
+            rank: self.publisher.rank,
+            url: &self.url,
+            rebuild: self.rebuild,
+        };
+        view.apply(&batch.events);
+    }
+}
+
+/// One (worker, rank) view being fed, whatever the events' wire (ZMQ or gRPC).
+pub(super) struct View<'a> {
+    pub index: &'a KvIndex,
+    pub metrics: &'a KvEventMetrics,
+    pub worker: WorkerId,
+    pub rank: u32,
+    pub url: &'a str,
+    pub rebuild: Duration,
+}
+
+impl View<'_> {
+    /// One batch's events, counted by type.
+    pub fn apply(&self, events: &[Event]) {
         self.metrics.batches.inc();
-        let (w, rank) = (self.worker, self.publisher.rank);
-        for ev in &batch.events {
+        let (w, rank) = (self.worker, self.rank);
+        for ev in events {
             let kind = match ev {
                 Event::Stored(s) => match self.index.store(w, rank, s) {
                     Applied::Indexed | Applied::Known => "stored",
