@@ -135,7 +135,7 @@ async fn sim_fleet(opts: SimOptions, ports: std::ops::RangeInclusive<u16>) -> Re
         let sim = crate::sim::start_with(one, model.clone())
             .await
             .map_err(|e| format!("port {port}: {e}"))?;
-        tasks.spawn(async move { sim.task.await });
+        tasks.spawn(sim.task);
     }
     let scheme = if opts.grpc_mode { "grpc" } else { "http" };
     println!(

@@ -94,11 +94,17 @@ fn flag_model(config: &ServeConfig, shared: &Shared) -> Result<Served, StartErro
         config.model_path.as_deref(),
         config.chat_template.as_deref(),
     )?;
+    let parser = tool_call_parser(
+        config.tool_call_parser,
+        &tokenizer,
+        &name,
+        config.model_path.as_deref(),
+    );
     let model = Model {
         name,
         aliases,
         context_length: context_length(config.context_length, &tokenizer),
-        tool_call_parser: tool_call_parser(config.tool_call_parser, &tokenizer, &name, config.model_path.as_deref()),
+        tool_call_parser: parser,
         tokenizer: Arc::new(tokenizer),
         reasoning_parser: config.reasoning_parser,
         // Neither the flag nor a worker named it: a worker added later may.
@@ -130,7 +136,12 @@ fn configured_model(
         name: spec.name.as_str().into(),
         aliases: spec.aliases.iter().map(|a| a.as_str().into()).collect(),
         context_length: context_length(spec.context_length, &tokenizer),
-        tool_call_parser: tool_call_parser(spec.tool_call_parser, &tokenizer, &spec.name, spec.tokenizer_path.as_deref()),
+        tool_call_parser: tool_call_parser(
+            spec.tool_call_parser,
+            &tokenizer,
+            &spec.name,
+            spec.tokenizer_path.as_deref(),
+        ),
         tokenizer: Arc::new(tokenizer),
         reasoning_parser: spec.reasoning_parser,
         late_name: None,
@@ -205,10 +216,17 @@ fn tool_call_parser(
         return given;
     }
     let path = path.map(|p| p.display().to_string());
-    let names: Vec<&str> = [Some(name), path.as_deref()].into_iter().flatten().collect();
+    let names: Vec<&str> = [Some(name), path.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
     let detected = crate::tool_calls::detect::detect(tokenizer.tool_template_source(), &names);
     if let Some(kind) = detected {
-        tracing::info!(model = name, parser = kind.name(), "tool-call parser detected from the model");
+        tracing::info!(
+            model = name,
+            parser = kind.name(),
+            "tool-call parser detected from the model"
+        );
     }
     detected
 }

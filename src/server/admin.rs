@@ -72,7 +72,7 @@ fn describe_rank(u: &Worker) -> RankView {
     RankView {
         id: u.id.0,
         rank: u.dp_rank().map(|r| r.rank),
-        rank_field: u.dp_rank().map(|r| r.field),
+        rank_field: u.dp_rank().map(|r| r.field.name()),
         in_flight: u.in_flight(),
         pending_prefill_tokens: u.pending_prefill(),
         engine_load: u.engine_load(),
@@ -129,7 +129,8 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
             if app.models.len() == 1 && req.model.is_none() {
                 learn_name_later(&app, &served, &req.url);
             }
-            let body = serde_json::to_value(describe(&worker, &served.model.name)).unwrap_or_default();
+            let body =
+                serde_json::to_value(describe(&worker, &served.model.name)).unwrap_or_default();
             (StatusCode::CREATED, axum::Json(body)).into_response()
         }
         Err(RegistryError::Duplicate(url)) => (

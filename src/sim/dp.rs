@@ -167,6 +167,29 @@ impl Ranks {
         sum
     }
 
+    /// The load gauges every rank last reported, summed (`None` without `--enable-metrics`).
+    pub fn reported_gauges(&self) -> Option<super::gauges::Reported> {
+        let mut ranks = self.drivers.iter().map(|d| d.reported_gauges());
+        let mut sum = ranks.next()??;
+        for r in ranks {
+            let r = r?;
+            sum.num_running_reqs += r.num_running_reqs;
+            sum.num_queue_reqs += r.num_queue_reqs;
+            sum.num_used_tokens += r.num_used_tokens;
+            sum.max_total_num_tokens += r.max_total_num_tokens;
+            sum.cache_hit_rate += r.cache_hit_rate;
+        }
+        if self.drivers.len() > 1 {
+            sum.cache_hit_rate /= self.drivers.len() as f64;
+            sum.token_usage = if sum.max_total_num_tokens == 0 {
+                0.0
+            } else {
+                sum.num_used_tokens as f64 / sum.max_total_num_tokens as f64
+            };
+        }
+        Some(sum)
+    }
+
     /// Rank 0's decode figures with the throughput of all ranks.
     pub fn decode_stats(&self) -> DecodeStats {
         let mut stats = self.drivers[0].decode_stats();

@@ -100,7 +100,15 @@ impl Run {
         prompt: Vec<u32>,
         params: &SamplingParams,
     ) -> Result<Run, RunError> {
-        Run::start_pd(state, route, rid, prompt, params, &Bootstrap::default(), None)
+        Run::start_pd(
+            state,
+            route,
+            rid,
+            prompt,
+            params,
+            &Bootstrap::default(),
+            None,
+        )
     }
 
     /// [`Run::start`] for a request with its bootstrap fields, which a worker in a

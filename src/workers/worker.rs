@@ -45,7 +45,7 @@ pub struct Worker {
     load_sources: std::sync::Mutex<LoadSources>,
     /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
     /// never): traffic that proves it works stands in for a health probe.
-    served_at_ms: AtomicU64,
+    served_at_ms: Arc<AtomicU64>,
 }
 
 /// Milliseconds since the first call, plus one (so 0 can mean "never").
@@ -70,7 +70,7 @@ impl Worker {
             engine_waiting: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
             load_sources: Default::default(),
-            served_at_ms: AtomicU64::new(0),
+            served_at_ms: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -89,6 +89,8 @@ impl Worker {
             engine_waiting: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
             load_sources: Default::default(),
+            // A rank's traffic shows the worker works (its health is the worker's).
+            served_at_ms: Arc::clone(&self.served_at_ms),
         }
     }
 

@@ -328,7 +328,8 @@ async fn forced_choices_reach_the_worker_with_the_constraint_sglang_sends() {
 async fn tools_without_a_parser_are_rendered_and_answered_as_content_on_the_native_path() {
     // A model nothing picks a parser for (SmolLM2's name), with a template that renders tools
     // but teaches no call syntax.
-    let template = std::env::temp_dir().join(format!("tools-no-syntax-{}.jinja", std::process::id()));
+    let template =
+        std::env::temp_dir().join(format!("tools-no-syntax-{}.jinja", std::process::id()));
     std::fs::write(
         &template,
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
@@ -352,7 +353,13 @@ async fn tools_without_a_parser_are_rendered_and_answered_as_content_on_the_nati
             support::chat_stream_content(&text)
         } else {
             let v: Value = serde_json::from_str(&text).unwrap();
-            (v["choices"][0]["message"]["content"].as_str().unwrap_or("").to_owned(), true)
+            (
+                v["choices"][0]["message"]["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                true,
+            )
         };
         assert_eq!(content, "It is sunny.", "{text}");
     }

@@ -89,7 +89,8 @@ pub fn spawn(
                         metrics: Arc::clone(&metrics),
                         rebuild: settings.rebuild,
                     };
-                    tasks.insert(w.id, tokio::spawn(follow.run()));
+                    // gRPC workers are routed whole (no rank units).
+                    tasks.insert(w.id, (Vec::new(), tokio::spawn(follow.run())));
                     continue;
                 }
                 let follow = Follow {
