@@ -338,7 +338,7 @@ async fn tools_without_a_parser_are_rendered_and_answered_as_content_on_the_nati
     .unwrap();
     let sim = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&sim], &["--chat-template", template.to_str().unwrap()]).await;
-    let rule = json!({"match": "weather in paris", "output": "It is sunny."});
+    let rule = json!({"match": "weather in Paris", "output": "It is sunny."});
     support::post(format!("{}/sim/script", sim.url), &rule).await;
     for stream in [false, true] {
         let body = json!({"model": support::MODEL, "max_tokens": 64, "stream": stream, "tools": tools(),
