@@ -129,8 +129,7 @@ pub async fn add(State(app): State<Arc<AppState>>, body: Bytes) -> Response {
             if app.models.len() == 1 && req.model.is_none() {
                 learn_name_later(&app, &served, &req.url);
             }
-            let body =
-                serde_json::to_value(describe(&worker, &served.model.name)).unwrap_or_default();
+            let body = describe(&worker, &served.model.name);
             (StatusCode::CREATED, axum::Json(body)).into_response()
         }
         Err(RegistryError::Duplicate(url)) => (

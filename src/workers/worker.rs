@@ -169,7 +169,7 @@ impl Worker {
     /// Whether a request got its first token from this worker within `window`.
     pub fn served_within(&self, window: std::time::Duration) -> bool {
         let at = self.served_at_ms.load(Ordering::Relaxed);
-        at != 0 && u128::from(clock_ms() - at.min(clock_ms())) <= window.as_millis()
+        at != 0 && u128::from(clock_ms().saturating_sub(at)) <= window.as_millis()
     }
 
     pub(super) fn book(&self, prefill_tokens: u64) {
