@@ -8,7 +8,8 @@
 # from the same repetition.
 #
 #   bash benches/grpc_compare.sh [SCENARIO] [REPS]   SCENARIO: nonstream (default) or streams
-#   env: COMPARE_SECS (5), COMPARE_WARMUP (2), COMPARE_SYSTEMS, COMPARE_OUT
+#   env: COMPARE_SECS (5), COMPARE_WARMUP (2), COMPARE_SYSTEMS, COMPARE_OUT, COMPARE_LOAD (a
+#   built load bench executable; default: build it)
 #
 # With taskset and ≥ 2 cores: gateways on core 0; sims and the load generator on core 1.
 set -euo pipefail
@@ -19,10 +20,17 @@ SECS=${COMPARE_SECS:-5}
 WARMUP=${COMPARE_WARMUP:-2}
 MODEL=smollm2-135m-instruct
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TOKENIZER=$ROOT/assets/tokenizers/smollm2-135m-instruct
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/smg-1.13.0-venv
 OUT=${COMPARE_OUT:-$(mktemp -d /tmp/switchboard-grpc-compare.XXXXXX)}
 mkdir -p "$OUT"
+# A model folder as a real worker has one: the tokenizer files and a config.json. SMG reads the
+# folder the worker reports (GetModelInfo's tokenizer_path) for the model's multimodal config; a
+# folder without config.json makes it look the model up on the Hub, which this machine cannot
+# reach, and the lookup stalls requests by 5 s each.
+TOKENIZER=$OUT/model
+mkdir -p "$TOKENIZER"
+cp "$ROOT"/assets/tokenizers/smollm2-135m-instruct/* "$TOKENIZER"/
+echo '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}' >"$TOKENIZER/config.json"
 SYSTEMS=${COMPARE_SYSTEMS:-"direct switchboard-http switchboard-grpc smg-grpc"}
 
 PIDS=()
@@ -42,7 +50,7 @@ if [[ ! -x $VENV/bin/smg ]]; then
 fi
 
 cd "$ROOT"
-LOAD=$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+LOAD=${COMPARE_LOAD:-$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)}
 [[ -x $LOAD ]] || { echo "grpc_compare: cannot build the load bench" >&2; exit 1; }
 SB=$ROOT/target/release/switchboard
 [[ -x $SB ]] || { echo "grpc_compare: build the release binary first" >&2; exit 1; }
@@ -93,7 +101,8 @@ start_sims() { # http|grpc → SIM_URLS
             done
         else
             # shellcheck disable=SC2086
-            "${PIN_SIM[@]}" "$SB" sim --host 127.0.0.1 --port "$port" $SIM_ARGS >/dev/null 2>&1 &
+            "${PIN_SIM[@]}" "$SB" sim --host 127.0.0.1 --port "$port" \
+                --tokenizer-path "$TOKENIZER" $SIM_ARGS >/dev/null 2>&1 &
             PIDS+=($!)
             SIM_URLS+=("http://127.0.0.1:$port")
             for ((j = 0; j < 100; j++)); do

@@ -3,12 +3,14 @@
 //! `model` every series carries (one `Metrics` per configured model, on one registry; requests
 //! refused before their model was known count under [`UNROUTED`]).
 
+mod labels;
 pub mod timer;
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 
+pub use labels::{Endpoint, Stage};
 pub use timer::RequestTimer;
 
 /// The `model` label of what no configured model can be charged with, with several models (a
@@ -23,79 +25,6 @@ pub struct Outcome {
     pub cached_tokens: u64,
     /// Prompt tokens the routing policy expected the worker to have cached.
     pub predicted_cached: usize,
-}
-
-/// The routes we measure; an index into per-endpoint metric handles resolved at start-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    Chat,
-    Completions,
-    Generate,
-    Messages,
-    Responses,
-}
-
-impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
-        Endpoint::Chat,
-        Endpoint::Completions,
-        Endpoint::Generate,
-        Endpoint::Messages,
-        Endpoint::Responses,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Endpoint::Chat => "chat",
-            Endpoint::Completions => "completions",
-            Endpoint::Generate => "generate",
-            Endpoint::Messages => "messages",
-            Endpoint::Responses => "responses",
-        }
-    }
-
-    /// The OpenTelemetry GenAI `gen_ai.operation.name` of a request to this endpoint.
-    pub fn operation(self) -> &'static str {
-        match self {
-            Endpoint::Chat | Endpoint::Messages | Endpoint::Responses => "chat",
-            Endpoint::Completions => "text_completion",
-            Endpoint::Generate => "generate_content",
-        }
-    }
-}
-
-/// Gateway stages measured per request.
-#[derive(Debug, Clone, Copy)]
-pub enum Stage {
-    Parse,
-    Tokenize,
-    Route,
-    UpstreamHeaders,
-    UpstreamFirstToken,
-    /// PD: a pair's prefill worker, from the request sent to its answer read (its KV handed over).
-    Prefill,
-}
-
-impl Stage {
-    const ALL: [Stage; 6] = [
-        Stage::Parse,
-        Stage::Tokenize,
-        Stage::Route,
-        Stage::UpstreamHeaders,
-        Stage::UpstreamFirstToken,
-        Stage::Prefill,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Stage::Parse => "parse",
-            Stage::Tokenize => "template_tokenize",
-            Stage::Route => "route",
-            Stage::UpstreamHeaders => "upstream_connect",
-            Stage::UpstreamFirstToken => "upstream_first_token",
-            Stage::Prefill => "pd_prefill",
-        }
-    }
 }
 
 /// Latency histograms of one endpoint, resolved once so the hot path does no label lookups.

@@ -22,8 +22,9 @@ pub struct DiscoveryConfig {
     /// Where a pod's model name comes from: `label:KEY` or `annotation:KEY`. Default: the worker's own `/v1/models`.
     #[arg(long)]
     pub model_id_from: Option<String>,
-    /// How the discovered workers are spoken to: `http`, or `grpc` (SGLang's gRPC service).
-    #[arg(long, default_value = "http", value_parser = ["http", "grpc"])]
+    /// How the discovered workers are spoken to: `http`, `grpc` (SGLang's gRPC service), or
+    /// `https` / `grpcs` for the same over TLS (trusted through `--worker-ca-cert`).
+    #[arg(long, default_value = "http", value_parser = ["http", "https", "grpc", "grpcs"])]
     pub service_discovery_protocol: String,
 }
 
@@ -41,7 +42,7 @@ pub enum ModelSource {
 pub struct Rules {
     pub selector: Vec<(String, String)>,
     pub port: u16,
-    /// The workers' URL scheme: `http` or `grpc`.
+    /// The workers' URL scheme: `http`, `https`, `grpc` or `grpcs`.
     pub scheme: String,
     pub model_source: ModelSource,
 }

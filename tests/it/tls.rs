@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::support::fake_kube::{pod, FakeKube};
 use crate::support::tls::{proxy, Pki};
 use crate::support::{self, MODEL};
 
@@ -223,6 +224,55 @@ async fn grpcs_worker_serves_over_tls_with_its_ca_and_client_certificate() {
     )
     .await;
     support::ready(&gw).await;
+    let (status, body) = chat(&support::client(), &gw.url).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Pods discovered with `--service-discovery-protocol grpcs` are `grpcs://` workers: a gRPC
+/// sim behind the TLS proxy, found through the fake API server, serves a chat.
+#[tokio::test]
+async fn discovered_pods_can_be_grpcs_workers() {
+    let pki = Pki::generate("discovery-grpcs");
+    let sim = support::grpc_sim(&[]).await;
+    let url = proxy(&pki, sim.url.trim_start_matches("grpc://"), false).await;
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("proxy port");
+    let kube = FakeKube::start().await;
+    kube.put(pod("tls", json!({"app": "sim"}), true, port));
+    let (ca, kubeconfig) = (pki.path("ca.pem"), kube.kubeconfig.display().to_string());
+    let gw = support::gateway_env(
+        &[],
+        &[
+            "--service-discovery",
+            "--selector",
+            "app=sim",
+            "--service-discovery-namespace",
+            "default",
+            "--service-discovery-protocol",
+            "grpcs",
+            "--worker-ca-cert",
+            &ca,
+        ],
+        &[("KUBECONFIG", &kubeconfig)],
+    )
+    .await;
+    support::ready(&gw).await;
+    let workers: serde_json::Value = support::client()
+        .get(format!("{}/workers", gw.url))
+        .send()
+        .await
+        .expect("GET /workers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        workers["workers"][0]["url"],
+        format!("grpcs://127.0.0.1:{port}"),
+        "{workers}"
+    );
     let (status, body) = chat(&support::client(), &gw.url).await;
     assert_eq!(status, 200, "{body}");
 }
