@@ -330,9 +330,8 @@ mod tests {
 
     #[test]
     fn file_fills_gaps_and_cli_wins() {
-        let dir = std::env::temp_dir().join(format!("sb-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
         std::fs::write(&path, "port = 9000\nlog_json = true\nworker-urls = [\"http://127.0.0.1:7\"]\npolicy = \"random\"\n").unwrap();
         let c = ServeConfig::from_args([
             "--config",
@@ -362,9 +361,8 @@ mod tests {
                 assert!(e.to_string().contains(flag), "{e}");
             }
         }
-        let dir = std::env::temp_dir().join(format!("sb-config-keys-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
         for setting in ["api_key", "admin-api-key"] {
             std::fs::write(&path, format!("{setting} = \"\"\n")).unwrap();
             let e = ServeConfig::from_args(["--config", path.to_str().unwrap()]).unwrap_err();

@@ -226,10 +226,9 @@ mod tests {
     use crate::config::{ConfigError, ServeConfig};
     use crate::routing::PolicyKind;
 
-    fn load(name: &str, toml: &str, args: &[&str]) -> Result<ServeConfig, ConfigError> {
-        let dir = std::env::temp_dir().join(format!("sb-models-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.toml");
+    fn load(toml: &str, args: &[&str]) -> Result<ServeConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
         std::fs::write(&path, toml).unwrap();
         let mut all = vec!["--config", path.to_str().unwrap()];
         all.extend_from_slice(args);
@@ -255,7 +254,7 @@ worker_urls = ["http://127.0.0.1:3"]
 
     #[test]
     fn each_model_takes_its_own_routing_over_the_gateways() {
-        let c = load("two", TWO, &["--prefill-weight", "2"]).unwrap();
+        let c = load(TWO, &["--prefill-weight", "2"]).unwrap();
         let [qwen, smol] = &c.models[..] else {
             panic!("two models: {:?}", c.models)
         };
@@ -280,20 +279,18 @@ worker_urls = ["http://127.0.0.1:3"]
 
     #[test]
     fn refuses_what_would_be_ambiguous() {
-        let err =
-            |name: &str, toml: &str, args: &[&str]| load(name, toml, args).unwrap_err().to_string();
+        let err = |toml: &str, args: &[&str]| load(toml, args).unwrap_err().to_string();
         let dup = format!("{TWO}\n[[models]]\nname = \"x\"\naliases = [\"qwen\"]\n");
-        assert!(err("dup", &dup, &[]).contains("`qwen` is given to more than one"));
+        assert!(err(&dup, &[]).contains("`qwen` is given to more than one"));
         let unknown = "[[models]]\nname = \"m\"\ncolour = \"red\"\n";
-        assert!(err("unknown", unknown, &[]).contains("models[0].colour"));
+        assert!(err(unknown, &[]).contains("models[0].colour"));
         let nameless = "[[models]]\nworker_urls = [\"http://127.0.0.1:1\"]\n";
-        assert!(err("nameless", nameless, &[]).contains("needs a name"));
+        assert!(err(nameless, &[]).contains("needs a name"));
         let bad_url = "[[models]]\nname = \"m\"\nworker_urls = [\"ftp://x\"]\n";
-        assert!(err("bad-url", bad_url, &[]).contains("models[0].worker_urls"));
-        let e = err("flags", TWO, &["--worker-urls", "http://127.0.0.1:9"]);
+        assert!(err(bad_url, &[]).contains("models[0].worker_urls"));
+        let e = err(TWO, &["--worker-urls", "http://127.0.0.1:9"]);
         assert!(e.contains("`worker_urls` is a one-model setting"), "{e}");
         assert!(err(
-            "pd",
             TWO,
             &["--pd-disaggregation", "--decode", "http://127.0.0.1:9"]
         )

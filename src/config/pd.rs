@@ -126,9 +126,8 @@ mod tests {
 
     #[test]
     fn config_file_lists_prefill_workers_with_ports() {
-        let dir = std::env::temp_dir().join(format!("sb-config-pd-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("pd.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pd.toml");
         std::fs::write(
             &path,
             "pd-disaggregation = true\nprefill = [[\"http://p1:1\", \"9001\"], [\"http://p2:1\"]]\ndecode = [\"http://d1:1\"]\ndecode-policy = \"round_robin\"\n",

@@ -14,11 +14,12 @@ use crate::support::{self, repo_path};
 const REPO: &str = "test-org/smollm2";
 const GATED: &str = "test-org/gated";
 
-fn hf_home(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sb-hub-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// An empty `HF_HOME`, removed when the test drops it.
+fn hf_home(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("sb-hub-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 async fn hub() -> FakeHub {
@@ -93,14 +94,17 @@ async fn repo_id_downloads_into_the_cache_then_serves_offline() {
     let env = |endpoint: &str| {
         vec![
             ("HF_ENDPOINT", endpoint.to_owned()),
-            ("HF_HOME", home.display().to_string()),
+            ("HF_HOME", home.path().display().to_string()),
         ]
     };
     let online = env(&hub.url);
     let online: Vec<(&str, &str)> = online.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut gw = support::gateway_env(&[&sim], &["--model-path", REPO], &online).await;
     for file in ["tokenizer.json", "tokenizer_config.json"] {
-        assert!(cached(&home, file).exists(), "{file} not in the cache");
+        assert!(
+            cached(home.path(), file).exists(),
+            "{file} not in the cache"
+        );
     }
     let models: serde_json::Value = support::client()
         .get(format!("{}/v1/models", gw.url))
@@ -128,7 +132,7 @@ async fn repo_id_downloads_into_the_cache_then_serves_offline() {
 
     // Offline with an empty cache: nothing to load, nothing downloaded, and the message says why.
     let empty = hf_home("offline-empty");
-    offline[1].1 = empty.display().to_string();
+    offline[1].1 = empty.path().display().to_string();
     let err = serve_fails(REPO, offline).await;
     assert!(err.contains(REPO) && err.contains("in the cache"), "{err}");
     assert_eq!(hub.requests(), asked, "offline mode asked the Hub");
@@ -144,15 +148,12 @@ async fn repo_id_downloads_into_the_cache_then_serves_offline() {
 #[tokio::test]
 async fn missing_gated_and_unreachable_repos_stop_startup_with_the_reason() {
     let hub = hub().await;
+    let homes = hf_home("err");
     let env = |token: Option<&str>| {
+        let home = homes.path().join(token.unwrap_or("none"));
         let mut env = vec![
             ("HF_ENDPOINT", hub.url.clone()),
-            (
-                "HF_HOME",
-                hf_home(&format!("err-{}", token.unwrap_or("none")))
-                    .display()
-                    .to_string(),
-            ),
+            ("HF_HOME", home.display().to_string()),
         ];
         if let Some(t) = token {
             env.push(("HF_TOKEN", t.to_owned()));
@@ -182,11 +183,12 @@ async fn missing_gated_and_unreachable_repos_stop_startup_with_the_reason() {
         err.contains(REPO) && err.contains("no revision `v9`"),
         "{err}"
     );
+    let unreachable = hf_home("unreachable");
     let err = serve_fails(
         REPO,
         vec![
             ("HF_ENDPOINT", "http://127.0.0.1:1".into()),
-            ("HF_HOME", hf_home("unreachable").display().to_string()),
+            ("HF_HOME", unreachable.path().display().to_string()),
         ],
     )
     .await;

@@ -85,6 +85,7 @@ worker_urls = ["{s0}", "{s1}"]
     ));
     std::fs::write(&path, config).expect("write config");
     let gw = support::gateway(&[], &["--config", path.to_str().expect("utf-8 path")]).await;
+    let _ = std::fs::remove_file(&path); // read once, at start-up
     support::ready(&gw).await;
     Fleet { qwen, smol, gw }
 }

@@ -2,7 +2,6 @@
 //! certificate, all PEM files in a temp folder) and a TLS-terminating proxy in front of a plain
 //! worker, optionally requiring a client certificate (mTLS), on 127.0.0.1.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -10,21 +9,24 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 pub struct Pki {
-    pub dir: PathBuf,
+    /// Removed with the `Pki`, at the end of the test.
+    dir: tempfile::TempDir,
 }
 
 impl Pki {
     pub fn path(&self, file: &str) -> String {
-        self.dir.join(file).display().to_string()
+        self.dir.path().join(file).display().to_string()
     }
 
     /// `ca.pem`; `server.pem`/`server.key` for 127.0.0.1 and localhost; `client.pem`/`client.key`;
     /// and `other-ca.pem`, a CA that signed none of them.
     pub fn generate(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!("sb-tls-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sb-tls-{tag}-"))
+            .tempdir()
+            .unwrap();
         let issuer = ca("switchboard test CA");
-        let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
         write("ca.pem", issuer.pem());
         write("other-ca.pem", ca("unrelated CA").pem());
         for (name, sans) in [
@@ -46,7 +48,7 @@ impl Pki {
     }
 
     fn certs(&self, file: &str) -> Vec<CertificateDer<'static>> {
-        CertificateDer::pem_file_iter(self.dir.join(file))
+        CertificateDer::pem_file_iter(self.dir.path().join(file))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap()
@@ -54,7 +56,8 @@ impl Pki {
 
     /// The CA as reqwest takes it.
     pub fn reqwest_ca(&self) -> reqwest::Certificate {
-        reqwest::Certificate::from_pem(&std::fs::read(self.dir.join("ca.pem")).unwrap()).unwrap()
+        reqwest::Certificate::from_pem(&std::fs::read(self.dir.path().join("ca.pem")).unwrap())
+            .unwrap()
     }
 
     /// A server config with the server certificate; with `client_ca`, clients must show a
@@ -79,7 +82,7 @@ impl Pki {
         } else {
             builder.with_no_client_auth()
         };
-        let key = PrivateKeyDer::from_pem_file(self.dir.join("server.key")).unwrap();
+        let key = PrivateKeyDer::from_pem_file(self.dir.path().join("server.key")).unwrap();
         Arc::new(
             builder
                 .with_single_cert(self.certs("server.pem"), key)
