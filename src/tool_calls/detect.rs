@@ -5,7 +5,9 @@
 use super::ParserKind;
 
 /// What a template that renders tools writes around a call, first match wins.
-const TEMPLATE_MARKERS: [(&str, ParserKind); 7] = [
+const TEMPLATE_MARKERS: [(&str, ParserKind); 8] = [
+    // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
+    ("<function=", ParserKind::Qwen3Coder),
     ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
     // DeepSeek V3 names the call `function<｜tool▁sep｜>name`; V3.1 puts the name first.
     ("function<｜tool▁sep｜>", ParserKind::DeepseekV3),
@@ -28,8 +30,7 @@ const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
     ("llama4", Some(ParserKind::Pythonic)),
     ("llama-3", Some(ParserKind::Llama3)),
     ("llama3", Some(ParserKind::Llama3)),
-    // Qwen3-Coder writes XML-like calls no parser here reads.
-    ("qwen3-coder", None),
+    ("qwen3-coder", Some(ParserKind::Qwen3Coder)),
     ("qwen", Some(ParserKind::Qwen25)),
     ("qwq", Some(ParserKind::Qwen25)),
 ];
@@ -37,9 +38,7 @@ const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
 /// The parser for a model with this chat template (the one that renders `tools`) and these
 /// names (the served name, the tokenizer's folder or Hub id).
 pub fn detect(template: Option<&str>, names: &[&str]) -> Option<ParserKind> {
-    // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
-    let coder = template.is_some_and(|t| t.contains("<function="));
-    if let Some(t) = template.filter(|_| !coder) {
+    if let Some(t) = template {
         if let Some((_, kind)) = TEMPLATE_MARKERS.iter().find(|(m, _)| t.contains(m)) {
             return Some(*kind);
         }
@@ -90,7 +89,11 @@ mod tests {
             Some(ParserKind::DeepseekV31)
         );
         let coder = "<tool_call>\n<function=name>";
-        assert_eq!(detect(Some(coder), &["Qwen/Qwen3-Coder-30B"]), None);
+        assert_eq!(detect(Some(coder), &[]), Some(ParserKind::Qwen3Coder));
+        assert_eq!(
+            detect(None, &["Qwen/Qwen3-Coder-30B"]),
+            Some(ParserKind::Qwen3Coder)
+        );
         assert_eq!(
             detect(None, &["meta-llama/Llama-4-Scout"]),
             Some(ParserKind::Pythonic)

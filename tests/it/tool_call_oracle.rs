@@ -42,6 +42,7 @@ fn corpus(kind: ParserKind) -> Vec<&'static str> {
         ParserKind::DeepseekV3 => &DEEPSEEK_V3,
         ParserKind::DeepseekV31 => &DEEPSEEK_V31,
         ParserKind::KimiK2 => &KIMI_K2,
+        ParserKind::Qwen3Coder => &QWEN3_CODER,
         ParserKind::Forced => &[],
     };
     PLAIN.iter().chain(family).copied().collect()
@@ -176,10 +177,37 @@ const KIMI_K2: [&str; 12] = [
     "<|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"q\": \"no section\"}<|tool_call_end|>",
 ];
 
+const QWEN3_CODER: [&str; 17] = [
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=search>\n<parameter=q>\nB\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=search>\n<parameter=filter>\n{\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}], \"big\": 1e21}\n</parameter>\n<parameter=limit>\n2.50\n</parameter>\n<parameter=exact>\nTrue\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=search>\n<parameter=q>\ncafé 🦙 \"quoted\" back\\slash\n\ttab 思考 </parameter> \n</parameter>\n</function>\n</tool_call>",
+    "Let me look that up.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>\nText after.",
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n<parameter=days>\n-3\n</function>\n</tool_call>",
+    "<tool_call>\n<function=get_weather>\n<parameter=days>\nthree\n</parameter>\n<parameter=city>\nnull\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=search>\n<parameter=limit>\n1e3\n</parameter>\n<parameter=filter>\n{'a': (1, 2), 'b': None}\n</parameter>\n<parameter=exact>\nyes\n</parameter>\n<parameter=extra>\n[1, 2]\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=unknown_fn>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=search>\n</function>\n</tool_call>",
+    "cut off <tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+    "<tool_call>\n<function=get_weather\n</tool_call>",
+    "<tool_call>\nno function here\n</tool_call>",
+    "a <tool_ but no call <function=x>",
+    "<tool_call><function=search><parameter=q>compact</parameter><parameter=limit>7</parameter></function></tool_call><tool_call><function=get_weather><parameter=city>B</parameter></function></tool_call>",
+    "<tool_call>\n<function=search>\n<parameter=q>\n\n</parameter>\n<parameter=limit>\n 1_000 \n</parameter>\n<parameter=filter>\nnot json\n</parameter>\n</function>\n</tool_call>",
+    "x <function=search>\n<parameter=q>\nbefore the tag\n</parameter>\n</function> <tool_call> never closed",
+];
+
 fn reading(kind: ParserKind) -> Reading {
+    let schemas = tools();
     Reading {
         kind,
         tool_names: TOOLS.iter().map(|s| s.to_string()).collect(),
+        parameters: schemas
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["parameters"].as_object().cloned())
+            .collect(),
     }
 }
 

@@ -17,7 +17,9 @@ const ANSWER: &str = "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\
 fn tools() -> Value {
     json!([{"type": "function", "function": {
         "name": "get_weather", "description": "The weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+            // Typed for the parsers that read values by their schema (qwen3_coder).
+            "days": {"type": "array"}}}}}])
 }
 
 /// What one chat answer says: content (null when empty), calls as (name, arguments as JSON),
@@ -433,6 +435,10 @@ async fn every_family_s_calls_are_read_through_the_gateway() {
             format!(
                 "Let me check both.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{paris}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{zurich}<|tool_call_end|><|tool_calls_section_end|>"
             ),
+        ),
+        (
+            "qwen3_coder",
+            "Let me check both.<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\n°C\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n[1, 2]\n</parameter>\n</function>\n</tool_call>".to_owned(),
         ),
     ];
     let want = vec![
