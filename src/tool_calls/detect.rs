@@ -5,7 +5,8 @@
 use super::ParserKind;
 
 /// What a template that renders tools writes around a call, first match wins.
-const TEMPLATE_MARKERS: [(&str, ParserKind); 8] = [
+const TEMPLATE_MARKERS: [(&str, ParserKind); 9] = [
+    ("<|channel|>", ParserKind::GptOss),
     // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
     ("<function=", ParserKind::Qwen3Coder),
     ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
@@ -19,20 +20,21 @@ const TEMPLATE_MARKERS: [(&str, ParserKind); 8] = [
 ];
 
 /// Parts of a model's name (lower case) and their family's parser, first match wins.
-const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
-    ("kimi-k2", Some(ParserKind::KimiK2)),
-    ("deepseek-v3.1", Some(ParserKind::DeepseekV31)),
-    ("deepseek-v3.2", Some(ParserKind::DeepseekV31)),
-    ("deepseek-v3", Some(ParserKind::DeepseekV3)),
-    ("mistral", Some(ParserKind::Mistral)),
-    ("mixtral", Some(ParserKind::Mistral)),
-    ("llama-4", Some(ParserKind::Pythonic)),
-    ("llama4", Some(ParserKind::Pythonic)),
-    ("llama-3", Some(ParserKind::Llama3)),
-    ("llama3", Some(ParserKind::Llama3)),
-    ("qwen3-coder", Some(ParserKind::Qwen3Coder)),
-    ("qwen", Some(ParserKind::Qwen25)),
-    ("qwq", Some(ParserKind::Qwen25)),
+const NAME_PARTS: [(&str, ParserKind); 14] = [
+    ("gpt-oss", ParserKind::GptOss),
+    ("kimi-k2", ParserKind::KimiK2),
+    ("deepseek-v3.1", ParserKind::DeepseekV31),
+    ("deepseek-v3.2", ParserKind::DeepseekV31),
+    ("deepseek-v3", ParserKind::DeepseekV3),
+    ("mistral", ParserKind::Mistral),
+    ("mixtral", ParserKind::Mistral),
+    ("llama-4", ParserKind::Pythonic),
+    ("llama4", ParserKind::Pythonic),
+    ("llama-3", ParserKind::Llama3),
+    ("llama3", ParserKind::Llama3),
+    ("qwen3-coder", ParserKind::Qwen3Coder),
+    ("qwen", ParserKind::Qwen25),
+    ("qwq", ParserKind::Qwen25),
 ];
 
 /// The parser for a model with this chat template (the one that renders `tools`) and these
@@ -48,7 +50,7 @@ pub fn detect(template: Option<&str>, names: &[&str]) -> Option<ParserKind> {
         NAME_PARTS
             .iter()
             .find(|(part, _)| name.contains(part))
-            .and_then(|(_, kind)| *kind)
+            .map(|(_, kind)| *kind)
     })
 }
 
@@ -93,6 +95,12 @@ mod tests {
         assert_eq!(
             detect(None, &["Qwen/Qwen3-Coder-30B"]),
             Some(ParserKind::Qwen3Coder)
+        );
+        let harmony = "<|start|>assistant<|channel|>commentary to=functions.";
+        assert_eq!(detect(Some(harmony), &[]), Some(ParserKind::GptOss));
+        assert_eq!(
+            detect(None, &["openai/gpt-oss-20b"]),
+            Some(ParserKind::GptOss)
         );
         assert_eq!(
             detect(None, &["meta-llama/Llama-4-Scout"]),

@@ -7,8 +7,8 @@
 //! the very start of the text, already sent, stays).
 
 use super::{
-    deepseek, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged, Parsed,
-    ParserKind, Reading, Start,
+    deepseek, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged,
+    Parsed, ParserKind, Reading, Start,
 };
 use crate::reasoning::python_strip;
 
@@ -84,6 +84,7 @@ fn start(kind: ParserKind, text: &str) -> Start {
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
         ParserKind::KimiK2 => kimi_k2::start(text),
         ParserKind::Qwen3Coder => qwen3_coder::start(text),
+        ParserKind::GptOss => gpt_oss::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }

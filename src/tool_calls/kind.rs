@@ -40,6 +40,10 @@ pub enum ParserKind {
     /// each value typed by the tool's parameter schema.
     #[value(name = "qwen3_coder")]
     Qwen3Coder,
+    /// gpt-oss: Harmony, `<|start|>assistant<|channel|>commentary to=functions.name`
+    /// `<|constrain|>json<|message|>{…}<|call|>`.
+    #[value(name = "gpt-oss")]
+    GptOss,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -67,6 +71,7 @@ impl ParserKind {
             ParserKind::DeepseekV31 => "deepseekv31",
             ParserKind::KimiK2 => "kimi_k2",
             ParserKind::Qwen3Coder => "qwen3_coder",
+            ParserKind::GptOss => "gpt-oss",
             ParserKind::Forced => "forced",
         }
     }

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    deepseek, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed, ParserKind, Reading,
-    ToolCall,
+    deepseek, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed, ParserKind,
+    Reading, ToolCall,
 };
 use crate::tokenize::python_json_dumps;
 
@@ -28,6 +28,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
         ParserKind::KimiK2 => kimi_k2::has_call(text),
         ParserKind::Qwen3Coder => qwen3_coder::has_call(text),
+        ParserKind::GptOss => gpt_oss::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
@@ -41,6 +42,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::parse(kind, text, names),
         ParserKind::KimiK2 => kimi_k2::parse(text),
         ParserKind::Qwen3Coder => qwen3_coder::parse(text, reading),
+        ParserKind::GptOss => gpt_oss::parse(text, names),
         ParserKind::Forced => None,
     };
     match parsed {

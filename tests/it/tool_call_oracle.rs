@@ -10,6 +10,7 @@
 
 use clap::ValueEnum;
 use serde_json::{json, Value};
+use switchboard::reasoning::{harmony::is_harmony, split_whole, StreamSplitter};
 use switchboard::tool_calls::{parse_whole, Parsed, ParserKind, Reading, StreamParser};
 
 use crate::support;
@@ -43,6 +44,7 @@ fn corpus(kind: ParserKind) -> Vec<&'static str> {
         ParserKind::DeepseekV31 => &DEEPSEEK_V31,
         ParserKind::KimiK2 => &KIMI_K2,
         ParserKind::Qwen3Coder => &QWEN3_CODER,
+        ParserKind::GptOss => &GPT_OSS,
         ParserKind::Forced => &[],
     };
     PLAIN.iter().chain(family).copied().collect()
@@ -197,6 +199,58 @@ const QWEN3_CODER: [&str; 17] = [
     "x <function=search>\n<parameter=q>\nbefore the tag\n</parameter>\n</function> <tool_call> never closed",
 ];
 
+/// gpt-oss's Harmony output as the model writes it (the analysis first, calls in commentary).
+const GPT_OSS: [&str; 16] = [
+    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+    "<|channel|>analysis<|message|>Two calls.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"A\", \"days\": 2}<|call|>commentary<|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"B\"}<|call|>",
+    "<|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"filter\": {\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}]}, \"big\": 1e21}<|call|>",
+    "<|channel|>analysis<|message|>Ünïcödé 思考 🦙<|end|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"caf\\u00e9 🦙 \\\"quoted\\\" back\\\\slash\\n 思考\"}<|call|>",
+    "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}<|call|>commentary<|start|>assistant<|channel|>final<|message|>Done, text after.<|return|>",
+    "Sure thing. <|start|>assistant<|channel|>commentary to=functions.search<|constrain|>json<|message|>{\"q\": \"x\"}<|call|> and after",
+    "<|channel|>analysis<|message|>bad<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Par<|call|>",
+    "<|start|>assistant<|channel|>commentary to=functions.unknown_fn <|constrain|>json<|message|>{\"a\": 1}<|call|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{}<|call|>",
+    "<|start|>assistant<|channel|>commentary to=functions.search<|message|>{\"q\": \"no constrain\"}<|call|>",
+    "<|channel|>analysis<|message|>cut<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\"",
+    "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"no start\"}<|call|>",
+    "<|start|>assistant<|channel|>commentary to=search <|constrain|>json<|message|> <|call|>",
+    "<|channel|>analysis<|message|>Just thinking.<|end|><|start|>assistant<|channel|>final<|message|>Just an answer.<|return|>",
+    "a <|sta but no call",
+    "<|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": 1}<|call|><|start|>assistant<|channel|>weird<|message|>x<|end|>",
+    "<|start|>assistant<|channel|>analysis to=python <|constrain|>json<|message|>{}<|call|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"py\"}<|call|>\n",
+];
+
+/// The reasoning parser a tool-call parser comes with on its model's server, read first.
+fn paired_reasoning(kind: ParserKind) -> Option<switchboard::reasoning::ParserKind> {
+    match kind {
+        ParserKind::GptOss => Some(switchboard::reasoning::ParserKind::GptOss),
+        _ => None,
+    }
+}
+
+/// Both parsers over the stream, as the relay chains them: (reasoning, content, calls).
+fn streamed_with_reasoning(
+    kind: ParserKind,
+    reasoning: switchboard::reasoning::ParserKind,
+    chunks: &[&str],
+) -> (String, String, Vec<(String, String)>) {
+    let mut split = StreamSplitter::new(reasoning.format(None));
+    let mut calls = StreamParser::new(reading(kind));
+    let (mut thought, mut content) = (String::new(), String::new());
+    let pieces = chunks.iter().map(|c| split.push(c)).collect::<Vec<_>>();
+    for piece in pieces.into_iter().chain(std::iter::once(split.finish())) {
+        thought.push_str(&piece.reasoning);
+        content.push_str(&calls.push(&piece.content));
+    }
+    let end = calls.finish();
+    content.push_str(&end.content);
+    let calls = end
+        .calls
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect();
+    (thought, content, calls)
+}
+
 fn reading(kind: ParserKind) -> Reading {
     let schemas = tools();
     Reading {
@@ -257,7 +311,11 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
         .iter()
         .map(|k| (k.name().to_owned(), json!(corpus(*k))))
         .collect();
-    let input = json!({"tools": tools(), "cases": cases});
+    let paired: serde_json::Map<String, Value> = ParserKind::value_variants()
+        .iter()
+        .filter_map(|k| Some((k.name().to_owned(), json!(paired_reasoning(*k)?.name()))))
+        .collect();
+    let input = json!({"tools": tools(), "cases": cases, "reasoning": paired});
     let path = std::env::temp_dir().join(format!("sb-toolcall-corpus-{}.json", std::process::id()));
     std::fs::write(&path, input.to_string()).unwrap();
     let oracle = support::python::run(
@@ -303,4 +361,55 @@ async fn every_parser_reads_calls_as_sglang_under_any_chunking() {
     }
     assert!(checked > 1000, "only {checked} chunkings checked");
     assert!(with_calls > 40, "only {with_calls} answers with calls");
+    with_reasoning_first(&oracle, &mut rng);
+}
+
+/// A family whose model's server also runs a reasoning parser (gpt-oss): the text split first,
+/// its content then read for calls, whole and streamed, as SGLang's server chains them. Text
+/// that is not Harmony at all is content here (SGLang's parser loses it).
+fn with_reasoning_first(oracle: &Value, rng: &mut XorShift) {
+    let mut checked = 0;
+    for kind in ParserKind::value_variants() {
+        let Some(reasoning) = paired_reasoning(*kind) else {
+            continue;
+        };
+        let cases = corpus(*kind);
+        let expected_all = oracle["with_reasoning"][kind.name()]
+            .as_array()
+            .expect("with_reasoning");
+        for (text, want) in cases.iter().zip(expected_all) {
+            let what = format!("{} with reasoning {text:?}", kind.name());
+            let (content, calls) = expected(want);
+            let mut want = (
+                want["reasoning"].as_str().unwrap_or_default().to_owned(),
+                content,
+                calls,
+            );
+            if !is_harmony(text) {
+                want = (String::new(), text.to_string(), vec![]);
+            }
+            let split = split_whole(reasoning.format(None), text);
+            let whole = parse_whole(&reading(*kind), &split.content);
+            let got = (
+                split.reasoning,
+                whole.content,
+                whole
+                    .calls
+                    .into_iter()
+                    .map(|c| (c.name, c.arguments))
+                    .collect::<Vec<_>>(),
+            );
+            assert_eq!(got, want, "{what}: not streamed");
+            for chunks in chunkings(text, rng) {
+                let (r, c, calls) = streamed_with_reasoning(*kind, reasoning, &chunks);
+                assert_eq!(
+                    (r.as_str(), c.as_str(), as_json(&calls)),
+                    (want.0.as_str(), want.1.as_str(), as_json(&want.2)),
+                    "{what}: streamed as {chunks:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} chunkings checked");
 }

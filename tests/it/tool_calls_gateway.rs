@@ -26,6 +26,7 @@ fn tools() -> Value {
 /// finish reason; and the request id the worker got. A stream's deltas are joined by index.
 struct Answer {
     content: Option<String>,
+    reasoning: Option<String>,
     calls: Vec<(String, Value)>,
     finish: String,
     rid: String,
@@ -67,6 +68,9 @@ async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
         }
         return Answer {
             content: choice["message"]["content"].as_str().map(str::to_owned),
+            reasoning: choice["message"]["reasoning_content"]
+                .as_str()
+                .map(str::to_owned),
             calls: calls
                 .iter()
                 .map(|c| {
@@ -82,8 +86,12 @@ async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
     }
     let data = support::sse_data(&text);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{text}");
-    let (mut content, mut calls, mut finish) =
-        (String::new(), Vec::<(String, String)>::new(), None);
+    let (mut content, mut reasoning, mut calls, mut finish) = (
+        String::new(),
+        String::new(),
+        Vec::<(String, String)>::new(),
+        None,
+    );
     for d in data.iter().filter(|d| *d != "[DONE]") {
         let v: Value = serde_json::from_str(d).unwrap();
         let choice = &v["choices"][0];
@@ -92,6 +100,11 @@ async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
             "the sim's own stream: {d}"
         );
         content.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+        reasoning.push_str(
+            choice["delta"]["reasoning_content"]
+                .as_str()
+                .unwrap_or_default(),
+        );
         for tc in choice["delta"]["tool_calls"]
             .as_array()
             .into_iter()
@@ -115,6 +128,7 @@ async fn chat(url: &str, stream: bool, extra: Value) -> Answer {
     }
     Answer {
         content: Some(content).filter(|c| !c.is_empty()),
+        reasoning: Some(reasoning).filter(|r| !r.is_empty()),
         calls: calls
             .into_iter()
             .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
@@ -232,7 +246,12 @@ async fn sdk_reads(url: &str, prompt: &str, content: &str, want: &[(String, Valu
     .await;
     for how in ["whole", "stream"] {
         let got = &r[how];
-        assert_eq!(got["content"], content, "{how}: {r}");
+        // `content` "" is an answer with none (`null`).
+        assert_eq!(
+            got["content"].as_str().unwrap_or_default(),
+            content,
+            "{how}: {r}"
+        );
         assert_eq!(got["finish"], "tool_calls", "{how}: {r}");
         let calls = got["calls"].as_array().expect("calls");
         assert_eq!(calls.len(), want.len(), "{how}: {r}");
@@ -440,6 +459,12 @@ async fn every_family_s_calls_are_read_through_the_gateway() {
             "qwen3_coder",
             "Let me check both.<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\n°C\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n[1, 2]\n</parameter>\n</function>\n</tool_call>".to_owned(),
         ),
+        (
+            "gpt-oss",
+            format!(
+                "Let me check both.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{paris}<|call|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{zurich}<|call|>"
+            ),
+        ),
     ];
     let want = vec![
         (
@@ -475,4 +500,67 @@ async fn every_family_s_calls_are_read_through_the_gateway() {
         }
         sdk_reads(&gw.url, &prompt, "Let me check both.", &want).await;
     }
+}
+
+/// gpt-oss with both of its parsers, as its SGLang server runs: the analysis channel is the
+/// reasoning, the commentary calls are `tool_calls`, the final channel the content; whole and
+/// streamed (Harmony's markers are many tokens in Qwen's vocabulary, so they arrive cut).
+#[tokio::test]
+async fn gpt_oss_reasoning_and_calls_through_the_gateway() {
+    let sim = qwen_sim().await;
+    let dir = support::repo_path(&format!("assets/tokenizers/{MODEL}"));
+    let call = |args: &str| {
+        format!("<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{args}<|call|>")
+    };
+    let calls = format!(
+        "<|channel|>analysis<|message|>Two cities: two calls 🦙.<|end|>{}{}",
+        call(r#"{"city": "Paris"}"#),
+        call(r#"{"city": "Zürich", "days": [1, 2]}"#)
+    );
+    let answer = "<|channel|>analysis<|message|>Nothing to call.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny, 20 °C.<|return|>";
+    for (m, out) in [
+        ("harmony calls", calls.as_str()),
+        ("harmony answer", answer),
+    ] {
+        let rule = json!({"match": m, "output": out});
+        support::post(format!("{}/sim/script", sim.url), &rule).await;
+    }
+    let gw = support::gateway(
+        &[&sim],
+        &[
+            "--model-path",
+            &dir,
+            "--tool-call-parser",
+            "gpt-oss",
+            "--reasoning-parser",
+            "gpt-oss",
+        ],
+    )
+    .await;
+    let want = vec![
+        ("get_weather".to_owned(), json!({"city": "Paris"})),
+        (
+            "get_weather".to_owned(),
+            json!({"city": "Zürich", "days": [1, 2]}),
+        ),
+    ];
+    for stream in [false, true] {
+        let ask =
+            |q: &str| json!({"max_tokens": 512, "messages": [{"role": "user", "content": q}]});
+        let a = chat(&gw.url, stream, ask("harmony calls")).await;
+        assert_eq!(
+            (a.reasoning.as_deref(), a.content.as_deref()),
+            (Some("Two cities: two calls 🦙."), None),
+            "stream={stream}"
+        );
+        assert_eq!((a.calls, a.finish.as_str()), (want.clone(), "tool_calls"));
+        let a = chat(&gw.url, stream, ask("harmony answer")).await;
+        assert_eq!(
+            (a.reasoning.as_deref(), a.content.as_deref()),
+            (Some("Nothing to call."), Some("It is sunny, 20 °C.")),
+            "stream={stream}"
+        );
+        assert_eq!((a.calls.len(), a.finish.as_str()), (0, "stop"));
+    }
+    sdk_reads(&gw.url, "harmony calls", "", &want).await;
 }
