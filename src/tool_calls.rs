@@ -1,7 +1,7 @@
 //! Tool-call parsers: a model's chat text read into OpenAI `tool_calls` and the content around
 //! them, as SGLang's `--tool-call-parser` does. A pure text layer: [`kind`] names the parsers,
 //! one module per family reads its format ([`tagged`], [`llama3`], [`mistral`],
-//! [`pythonic`], [`deepseek`], [`kimi_k2`], [`qwen3_coder`], [`gpt_oss`]), [`detect`] picks one from the
+//! [`pythonic`], [`deepseek`], [`kimi_k2`], [`qwen3_coder`], [`gpt_oss`], [`glm45`]), [`detect`] picks one from the
 //! chat template or the model's name, [`whole`] parses a finished text with the chosen family (non-streaming
 //! answers, and the end of a stream), [`incremental`] streams the content before the first
 //! call under any chunking; arguments are written as SGLang's `json.dumps` writes them
@@ -9,6 +9,7 @@
 
 pub mod deepseek;
 pub mod detect;
+pub mod glm45;
 pub mod gpt_oss;
 pub mod incremental;
 pub mod kimi_k2;

@@ -5,8 +5,10 @@
 use super::ParserKind;
 
 /// What a template that renders tools writes around a call, first match wins.
-const TEMPLATE_MARKERS: [(&str, ParserKind); 9] = [
+const TEMPLATE_MARKERS: [(&str, ParserKind); 10] = [
     ("<|channel|>", ParserKind::GptOss),
+    // GLM-4.5's template has `<tool_call>` too, around `<arg_key>`.
+    ("<arg_key>", ParserKind::Glm45),
     // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
     ("<function=", ParserKind::Qwen3Coder),
     ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
@@ -20,8 +22,10 @@ const TEMPLATE_MARKERS: [(&str, ParserKind); 9] = [
 ];
 
 /// Parts of a model's name (lower case) and their family's parser, first match wins.
-const NAME_PARTS: [(&str, ParserKind); 14] = [
+const NAME_PARTS: [(&str, ParserKind); 16] = [
     ("gpt-oss", ParserKind::GptOss),
+    ("glm-4.5", ParserKind::Glm45),
+    ("glm-4.6", ParserKind::Glm45),
     ("kimi-k2", ParserKind::KimiK2),
     ("deepseek-v3.1", ParserKind::DeepseekV31),
     ("deepseek-v3.2", ParserKind::DeepseekV31),
@@ -96,6 +100,9 @@ mod tests {
             detect(None, &["Qwen/Qwen3-Coder-30B"]),
             Some(ParserKind::Qwen3Coder)
         );
+        let glm = "<tool_call>{{ tc.name }}\n<arg_key>";
+        assert_eq!(detect(Some(glm), &[]), Some(ParserKind::Glm45));
+        assert_eq!(detect(None, &["zai-org/GLM-4.6"]), Some(ParserKind::Glm45));
         let harmony = "<|start|>assistant<|channel|>commentary to=functions.";
         assert_eq!(detect(Some(harmony), &[]), Some(ParserKind::GptOss));
         assert_eq!(

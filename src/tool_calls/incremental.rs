@@ -7,7 +7,7 @@
 //! the very start of the text, already sent, stays).
 
 use super::{
-    deepseek, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged,
+    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged,
     Parsed, ParserKind, Reading, Start,
 };
 use crate::reasoning::python_strip;
@@ -85,6 +85,7 @@ fn start(kind: ParserKind, text: &str) -> Start {
         ParserKind::KimiK2 => kimi_k2::start(text),
         ParserKind::Qwen3Coder => qwen3_coder::start(text),
         ParserKind::GptOss => gpt_oss::start(text),
+        ParserKind::Glm45 => glm45::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }

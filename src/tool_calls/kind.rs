@@ -44,6 +44,10 @@ pub enum ParserKind {
     /// `<|constrain|>json<|message|>{…}<|call|>`.
     #[value(name = "gpt-oss")]
     GptOss,
+    /// GLM-4.5/4.6: `<tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…`, each
+    /// value fitted to the tool's parameter schema.
+    #[value(name = "glm45")]
+    Glm45,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -57,7 +61,7 @@ impl ParserKind {
     ///
     /// [`Reading`]: super::Reading
     pub fn reads_schemas(self) -> bool {
-        matches!(self, ParserKind::Qwen3Coder)
+        matches!(self, ParserKind::Qwen3Coder | ParserKind::Glm45)
     }
 
     pub fn name(self) -> &'static str {
@@ -72,6 +76,7 @@ impl ParserKind {
             ParserKind::KimiK2 => "kimi_k2",
             ParserKind::Qwen3Coder => "qwen3_coder",
             ParserKind::GptOss => "gpt-oss",
+            ParserKind::Glm45 => "glm45",
             ParserKind::Forced => "forced",
         }
     }

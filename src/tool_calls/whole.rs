@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{
-    deepseek, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed, ParserKind,
+    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed, ParserKind,
     Reading, ToolCall,
 };
 use crate::tokenize::python_json_dumps;
@@ -29,6 +29,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::KimiK2 => kimi_k2::has_call(text),
         ParserKind::Qwen3Coder => qwen3_coder::has_call(text),
         ParserKind::GptOss => gpt_oss::has_call(text),
+        ParserKind::Glm45 => glm45::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
@@ -43,6 +44,7 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::KimiK2 => kimi_k2::parse(text),
         ParserKind::Qwen3Coder => qwen3_coder::parse(text, reading),
         ParserKind::GptOss => gpt_oss::parse(text, names),
+        ParserKind::Glm45 => glm45::parse(text, reading),
         ParserKind::Forced => None,
     };
     match parsed {

@@ -45,6 +45,7 @@ fn corpus(kind: ParserKind) -> Vec<&'static str> {
         ParserKind::KimiK2 => &KIMI_K2,
         ParserKind::Qwen3Coder => &QWEN3_CODER,
         ParserKind::GptOss => &GPT_OSS,
+        ParserKind::Glm45 => &GLM45,
         ParserKind::Forced => &[],
     };
     PLAIN.iter().chain(family).copied().collect()
@@ -217,6 +218,26 @@ const GPT_OSS: [&str; 16] = [
     "a <|sta but no call",
     "<|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": 1}<|call|><|start|>assistant<|channel|>weird<|message|>x<|end|>",
     "<|start|>assistant<|channel|>analysis to=python <|constrain|>json<|message|>{}<|call|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"py\"}<|call|>\n",
+];
+
+const GLM45: [&str; 17] = [
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>\n<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>B</arg_value>\n</tool_call>",
+    "<tool_call>search\n<arg_key>filter</arg_key>\n<arg_value>{\"tags\": [\"a\", {\"b\": [1, 2.5, null, true]}], \"big\": 1e21}</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>2.50</arg_value>\n<arg_key>exact</arg_key>\n<arg_value>true</arg_value>\n</tool_call>",
+    "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>café 🦙 \"quoted\" back\\slash\n思考\t</arg_value>\n</tool_call>",
+    "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>\nText after.",
+    "<tool_call>search\\n<arg_key>q</arg_key>\\n<arg_value>escaped newlines</arg_value>\\n</tool_call>",
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>42</arg_value>\n<arg_key>days</arg_key>\n<arg_value>three</arg_value>\n</tool_call><tool_call>search\n<arg_key>limit</arg_key><arg_value>\"7\"</arg_value><arg_key>q</arg_key><arg_value>{\"x\": 1}</arg_value></tool_call>",
+    "<tool_call>search\n<arg_key>filter</arg_key>\n<arg_value>{\\\"a\\\": [1, 2]}</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>1e3</arg_value>\n</tool_call>",
+    "<tool_call>search\n<arg_key>filter</arg_key>\n<arg_value>{'a': None, 'b': (1, 2)}</arg_value>\n<arg_key>exact</arg_key>\n<arg_value>True</arg_value>\n<arg_key>extra</arg_key>\n<arg_value>not json</arg_value>\n</tool_call>",
+    "<tool_call>unknown_fn\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
+    "<tool_call>get_weather</tool_call>",
+    "cut <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par",
+    "<tool_call>search\n<arg_key>q</arg_key>junk<arg_key>limit</arg_key>\n<arg_value>5</arg_value>\n</tool_call>",
+    "a <tool_ but no call",
+    "<tool_call>search\n</tool_call>",
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>null</arg_value>\n<arg_key>days</arg_key>\n<arg_value>null</arg_value>\n</tool_call>",
+    "<tool_call>\n<arg_key>city</arg_key>\n<arg_value>no name</arg_value>\n</tool_call>",
 ];
 
 /// The reasoning parser a tool-call parser comes with on its model's server, read first.

@@ -465,6 +465,10 @@ async fn every_family_s_calls_are_read_through_the_gateway() {
                 "Let me check both.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{paris}<|call|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{zurich}<|call|>"
             ),
         ),
+        (
+            "glm45",
+            "Let me check both.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>unit</arg_key>\n<arg_value>°C</arg_value>\n</tool_call><tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Zürich</arg_value>\n<arg_key>days</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>".to_owned(),
+        ),
     ];
     let want = vec![
         (
