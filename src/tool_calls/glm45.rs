@@ -55,7 +55,10 @@ pub fn parse(text: &str, reading: &Reading) -> Option<Parsed> {
                 .and_then(|p| p.get("properties"))
                 .and_then(|p| p.get(key))
                 .and_then(infer_type);
-            arguments.insert(key.to_owned(), fit(read_value(value, kind.as_deref()), kind));
+            arguments.insert(
+                key.to_owned(),
+                fit(read_value(value, kind.as_deref()), kind),
+            );
         }
         calls.extend(base_json(
             json!({"name": name, "parameters": arguments}),

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed, ParserKind,
-    Reading, ToolCall,
+    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed,
+    ParserKind, Reading, ToolCall,
 };
 use crate::tokenize::python_json_dumps;
 
