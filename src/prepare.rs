@@ -132,6 +132,12 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     )
     .and_then(|mut p| {
         structured_output(&mut p.params, req.response_format.as_ref(), None)?;
+        // As SGLang for a gpt-oss model: its Harmony markers are special tokens the parsers read.
+        if model.reasoning_parser == Some(crate::reasoning::ParserKind::GptOss)
+            || model.tool_call_parser == Some(crate::tool_calls::ParserKind::GptOss)
+        {
+            p.params.skip_special_tokens = Some(false);
+        }
         let (reading, constraint) = match tools {
             NativeTools::Offered {
                 reading,

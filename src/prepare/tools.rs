@@ -73,10 +73,7 @@ pub fn native_tools<'a>(
         let schema = calls_schema(&allowed, forced.is_some());
         return Ok(NativeTools::Offered {
             rendered,
-            reading: parser.map(|_| Reading {
-                kind: tool_calls::ParserKind::Forced,
-                tool_names: names(offered),
-            }),
+            reading: parser.map(|_| reading(tool_calls::ParserKind::Forced, offered)),
             constraint: Some(Constraint::JsonSchema(python_json_dumps_ascii(&schema))),
         });
     }
@@ -86,10 +83,7 @@ pub fn native_tools<'a>(
     let strict = offered.iter().any(|t| t.function.strict == Some(true));
     Ok(NativeTools::Offered {
         rendered: offered,
-        reading: parser.map(|kind| Reading {
-            kind,
-            tool_names: names(offered),
-        }),
+        reading: parser.map(|kind| reading(kind, offered)),
         constraint: parser
             .filter(|_| strict)
             .and_then(|kind| structural_tag(kind, offered))
@@ -129,6 +123,23 @@ pub fn legacy_functions(
 
 fn names(tools: &[Tool]) -> Vec<String> {
     tools.iter().map(|t| t.function.name.clone()).collect()
+}
+
+/// How `kind` reads calls to `tools`: their names, and their parameter schemas only for a
+/// parser that types arguments by them (the others need no copy).
+fn reading(kind: tool_calls::ParserKind, tools: &[Tool]) -> Reading {
+    let parameters = match kind.reads_schemas() {
+        true => tools
+            .iter()
+            .map(|t| t.function.parameters.clone())
+            .collect(),
+        false => Vec::new(),
+    };
+    Reading {
+        kind,
+        tool_names: names(tools),
+        parameters,
+    }
 }
 
 /// SGLang's `FunctionCallParser.get_structure_tag` for the parsers whose calls are JSON between
@@ -206,10 +217,7 @@ pub fn front_door_tools<'a>(
         };
         return Ok(FrontDoorTools {
             rendered: Some(tools),
-            reading: Some(Reading {
-                kind,
-                tool_names: tools.iter().map(|t| t.function.name.clone()).collect(),
-            }),
+            reading: Some(reading(kind, tools)),
             json_schema: None,
         });
     };
@@ -232,6 +240,7 @@ pub fn front_door_tools<'a>(
         reading: Some(Reading {
             kind: tool_calls::ParserKind::Forced,
             tool_names: allowed.iter().map(|t| t.function.name.clone()).collect(),
+            parameters: Vec::new(),
         }),
         json_schema: Some(python_json_dumps_ascii(&calls_schema(
             &allowed,

@@ -9,6 +9,7 @@
 //! arrives behind other text in a chunk and drops a held tag prefix at the end; this one does
 //! neither.
 
+use super::harmony_split::HarmonyStream;
 use super::{Format, Split};
 
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct StreamSplitter {
     start_seen: bool,
     /// The end of the text so far that is the beginning of a tag being looked for.
     held: String,
+    /// gpt-oss's channels, split their own way.
+    harmony: Option<HarmonyStream>,
 }
 
 impl StreamSplitter {
@@ -28,11 +31,15 @@ impl StreamSplitter {
             in_reasoning: format.starts_in_reasoning,
             start_seen: false,
             held: String::new(),
+            harmony: format.harmony.then(HarmonyStream::default),
         }
     }
 
     /// The reasoning and content that `text` (the next piece of the stream) makes certain.
     pub fn push(&mut self, text: &str) -> Split {
+        if let Some(h) = self.harmony.as_mut() {
+            return h.push(text);
+        }
         let mut out = Split::default();
         let mut buf = std::mem::take(&mut self.held);
         buf.push_str(text);
@@ -70,6 +77,9 @@ impl StreamSplitter {
 
     /// The end of the stream: what was held is text after all.
     pub fn finish(&mut self) -> Split {
+        if let Some(h) = self.harmony.as_mut() {
+            return h.finish();
+        }
         let mut out = Split::default();
         let held = std::mem::take(&mut self.held);
         self.emit(&mut out, &held);

@@ -1,7 +1,6 @@
 //! The parsers by name (`--reasoning-parser`), their tags, and whether a request's output
 //! starts inside the reasoning — SGLang 0.5.9's `ReasoningParser.DetectorMap` and
-//! `OpenAIServingChat._get_reasoning_from_request`, for the names shipped here (not `gpt-oss`,
-//! whose Harmony channels are more than two tags).
+//! `OpenAIServingChat._get_reasoning_from_request`, for the names shipped here.
 
 use clap::ValueEnum;
 use serde_json::{Map, Value};
@@ -29,6 +28,9 @@ pub enum ParserKind {
     /// Kimi K2 Thinking: `<think>…</think>`; reasoning from the start unless `thinking` is false.
     #[value(name = "kimi_k2")]
     KimiK2,
+    /// gpt-oss: Harmony channels; `analysis` is the reasoning, always read.
+    #[value(name = "gpt-oss")]
+    GptOss,
 }
 
 /// How one request's output is read.
@@ -38,6 +40,8 @@ pub struct Format {
     pub end: &'static str,
     /// The text is reasoning before any tag (SGLang's `force_reasoning`).
     pub starts_in_reasoning: bool,
+    /// Harmony channels rather than two tags (`gpt-oss`); the tags above are unused.
+    pub harmony: bool,
 }
 
 impl ParserKind {
@@ -50,6 +54,7 @@ impl ParserKind {
             ParserKind::Glm45 => "glm45",
             ParserKind::DeepseekV3 => "deepseek-v3",
             ParserKind::KimiK2 => "kimi_k2",
+            ParserKind::GptOss => "gpt-oss",
         }
     }
 
@@ -62,7 +67,7 @@ impl ParserKind {
         let flag = |key: &str| chat_template_kwargs.and_then(|k| k.get(key));
         let starts_in_reasoning = match self {
             // SGLang's DeepSeek-R1 detector ignores the request; Kimi's never starts inside.
-            ParserKind::DeepseekR1 | ParserKind::Qwen3Thinking => true,
+            ParserKind::DeepseekR1 | ParserKind::Qwen3Thinking | ParserKind::GptOss => true,
             ParserKind::Kimi => false,
             // Thinking by default; only a literal `enable_thinking: false` turns it off.
             ParserKind::Qwen3 | ParserKind::Glm45 => {
@@ -76,6 +81,7 @@ impl ParserKind {
             start,
             end,
             starts_in_reasoning,
+            harmony: self == ParserKind::GptOss,
         }
     }
 }

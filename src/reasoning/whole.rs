@@ -5,6 +5,9 @@
 use super::{Format, Split};
 
 pub fn split_whole(format: Format, text: &str) -> Split {
+    if format.harmony {
+        return super::harmony_split::split_harmony(text);
+    }
     if !format.starts_in_reasoning && !text.contains(format.start) {
         return Split {
             reasoning: String::new(),

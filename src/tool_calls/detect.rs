@@ -5,7 +5,12 @@
 use super::ParserKind;
 
 /// What a template that renders tools writes around a call, first match wins.
-const TEMPLATE_MARKERS: [(&str, ParserKind); 7] = [
+const TEMPLATE_MARKERS: [(&str, ParserKind); 10] = [
+    ("<|channel|>", ParserKind::GptOss),
+    // GLM-4.5's template has `<tool_call>` too, around `<arg_key>`.
+    ("<arg_key>", ParserKind::Glm45),
+    // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
+    ("<function=", ParserKind::Qwen3Coder),
     ("<|tool_calls_section_begin|>", ParserKind::KimiK2),
     // DeepSeek V3 names the call `function<｜tool▁sep｜>name`; V3.1 puts the name first.
     ("function<｜tool▁sep｜>", ParserKind::DeepseekV3),
@@ -17,29 +22,29 @@ const TEMPLATE_MARKERS: [(&str, ParserKind); 7] = [
 ];
 
 /// Parts of a model's name (lower case) and their family's parser, first match wins.
-const NAME_PARTS: [(&str, Option<ParserKind>); 13] = [
-    ("kimi-k2", Some(ParserKind::KimiK2)),
-    ("deepseek-v3.1", Some(ParserKind::DeepseekV31)),
-    ("deepseek-v3.2", Some(ParserKind::DeepseekV31)),
-    ("deepseek-v3", Some(ParserKind::DeepseekV3)),
-    ("mistral", Some(ParserKind::Mistral)),
-    ("mixtral", Some(ParserKind::Mistral)),
-    ("llama-4", Some(ParserKind::Pythonic)),
-    ("llama4", Some(ParserKind::Pythonic)),
-    ("llama-3", Some(ParserKind::Llama3)),
-    ("llama3", Some(ParserKind::Llama3)),
-    // Qwen3-Coder writes XML-like calls no parser here reads.
-    ("qwen3-coder", None),
-    ("qwen", Some(ParserKind::Qwen25)),
-    ("qwq", Some(ParserKind::Qwen25)),
+const NAME_PARTS: [(&str, ParserKind); 16] = [
+    ("gpt-oss", ParserKind::GptOss),
+    ("glm-4.5", ParserKind::Glm45),
+    ("glm-4.6", ParserKind::Glm45),
+    ("kimi-k2", ParserKind::KimiK2),
+    ("deepseek-v3.1", ParserKind::DeepseekV31),
+    ("deepseek-v3.2", ParserKind::DeepseekV31),
+    ("deepseek-v3", ParserKind::DeepseekV3),
+    ("mistral", ParserKind::Mistral),
+    ("mixtral", ParserKind::Mistral),
+    ("llama-4", ParserKind::Pythonic),
+    ("llama4", ParserKind::Pythonic),
+    ("llama-3", ParserKind::Llama3),
+    ("llama3", ParserKind::Llama3),
+    ("qwen3-coder", ParserKind::Qwen3Coder),
+    ("qwen", ParserKind::Qwen25),
+    ("qwq", ParserKind::Qwen25),
 ];
 
 /// The parser for a model with this chat template (the one that renders `tools`) and these
 /// names (the served name, the tokenizer's folder or Hub id).
 pub fn detect(template: Option<&str>, names: &[&str]) -> Option<ParserKind> {
-    // Qwen3-Coder's template has `<tool_call>` too, around `<function=…>`.
-    let coder = template.is_some_and(|t| t.contains("<function="));
-    if let Some(t) = template.filter(|_| !coder) {
+    if let Some(t) = template {
         if let Some((_, kind)) = TEMPLATE_MARKERS.iter().find(|(m, _)| t.contains(m)) {
             return Some(*kind);
         }
@@ -49,7 +54,7 @@ pub fn detect(template: Option<&str>, names: &[&str]) -> Option<ParserKind> {
         NAME_PARTS
             .iter()
             .find(|(part, _)| name.contains(part))
-            .and_then(|(_, kind)| *kind)
+            .map(|(_, kind)| *kind)
     })
 }
 
@@ -90,7 +95,20 @@ mod tests {
             Some(ParserKind::DeepseekV31)
         );
         let coder = "<tool_call>\n<function=name>";
-        assert_eq!(detect(Some(coder), &["Qwen/Qwen3-Coder-30B"]), None);
+        assert_eq!(detect(Some(coder), &[]), Some(ParserKind::Qwen3Coder));
+        assert_eq!(
+            detect(None, &["Qwen/Qwen3-Coder-30B"]),
+            Some(ParserKind::Qwen3Coder)
+        );
+        let glm = "<tool_call>{{ tc.name }}\n<arg_key>";
+        assert_eq!(detect(Some(glm), &[]), Some(ParserKind::Glm45));
+        assert_eq!(detect(None, &["zai-org/GLM-4.6"]), Some(ParserKind::Glm45));
+        let harmony = "<|start|>assistant<|channel|>commentary to=functions.";
+        assert_eq!(detect(Some(harmony), &[]), Some(ParserKind::GptOss));
+        assert_eq!(
+            detect(None, &["openai/gpt-oss-20b"]),
+            Some(ParserKind::GptOss)
+        );
         assert_eq!(
             detect(None, &["meta-llama/Llama-4-Scout"]),
             Some(ParserKind::Pythonic)

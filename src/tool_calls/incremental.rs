@@ -7,8 +7,8 @@
 //! the very start of the text, already sent, stays).
 
 use super::{
-    deepseek, kimi_k2, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind, Reading,
-    Start,
+    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged,
+    Parsed, ParserKind, Reading, Start,
 };
 use crate::reasoning::python_strip;
 
@@ -83,6 +83,9 @@ fn start(kind: ParserKind, text: &str) -> Start {
         ParserKind::Pythonic => pythonic::start(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
         ParserKind::KimiK2 => kimi_k2::start(text),
+        ParserKind::Qwen3Coder => qwen3_coder::start(text),
+        ParserKind::GptOss => gpt_oss::start(text),
+        ParserKind::Glm45 => glm45::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }
@@ -107,6 +110,7 @@ mod tests {
         let mut p = StreamParser::new(Reading {
             kind,
             tool_names: vec!["f".into()],
+            parameters: vec![],
         });
         let mut content: String = chunks.iter().map(|c| p.push(c)).collect();
         let end = p.finish();
@@ -150,6 +154,7 @@ mod tests {
         let mut p = StreamParser::new(Reading {
             kind: ParserKind::Qwen25,
             tool_names: vec![],
+            parameters: vec![],
         });
         assert_eq!(p.push("x  "), "x");
         assert_eq!(p.push("y"), "  y");

@@ -36,6 +36,18 @@ pub enum ParserKind {
     /// `<|tool_call_argument_begin|>{…}<|tool_call_end|>…`.
     #[value(name = "kimi_k2")]
     KimiK2,
+    /// Qwen3-Coder: `<tool_call>\n<function=name>\n<parameter=key>\nvalue\n</parameter>…`,
+    /// each value typed by the tool's parameter schema.
+    #[value(name = "qwen3_coder")]
+    Qwen3Coder,
+    /// gpt-oss: Harmony, `<|start|>assistant<|channel|>commentary to=functions.name`
+    /// `<|constrain|>json<|message|>{…}<|call|>`.
+    #[value(name = "gpt-oss")]
+    GptOss,
+    /// GLM-4.5/4.6: `<tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>…`, each
+    /// value fitted to the tool's parameter schema.
+    #[value(name = "glm45")]
+    Glm45,
     /// Not a flag value: a choice that forces a call (`tool_choice` `"required"` or a named
     /// function, Anthropic's `any` or `tool`). The worker is constrained to a JSON list of
     /// `{"name", "parameters"}` (SGLang's `get_json_schema_constraint`), read whole at the end.
@@ -44,6 +56,14 @@ pub enum ParserKind {
 }
 
 impl ParserKind {
+    /// Whether the parser types arguments by the tools' parameter schemas (so a [`Reading`]
+    /// carries them).
+    ///
+    /// [`Reading`]: super::Reading
+    pub fn reads_schemas(self) -> bool {
+        matches!(self, ParserKind::Qwen3Coder | ParserKind::Glm45)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ParserKind::Qwen25 => "qwen25",
@@ -54,6 +74,9 @@ impl ParserKind {
             ParserKind::DeepseekV3 => "deepseekv3",
             ParserKind::DeepseekV31 => "deepseekv31",
             ParserKind::KimiK2 => "kimi_k2",
+            ParserKind::Qwen3Coder => "qwen3_coder",
+            ParserKind::GptOss => "gpt-oss",
+            ParserKind::Glm45 => "glm45",
             ParserKind::Forced => "forced",
         }
     }

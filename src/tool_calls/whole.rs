@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    deepseek, kimi_k2, llama3, mistral, pythonic, tagged, Parsed, ParserKind, Reading, ToolCall,
+    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, pythonic, qwen3_coder, tagged, Parsed,
+    ParserKind, Reading, ToolCall,
 };
 use crate::tokenize::python_json_dumps;
 
@@ -26,6 +27,9 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Pythonic => pythonic::has_call(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
         ParserKind::KimiK2 => kimi_k2::has_call(text),
+        ParserKind::Qwen3Coder => qwen3_coder::has_call(text),
+        ParserKind::GptOss => gpt_oss::has_call(text),
+        ParserKind::Glm45 => glm45::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
@@ -38,6 +42,9 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         ParserKind::Pythonic => pythonic::parse(text, names),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::parse(kind, text, names),
         ParserKind::KimiK2 => kimi_k2::parse(text),
+        ParserKind::Qwen3Coder => qwen3_coder::parse(text, reading),
+        ParserKind::GptOss => gpt_oss::parse(text, names),
+        ParserKind::Glm45 => glm45::parse(text, reading),
         ParserKind::Forced => None,
     };
     match parsed {
@@ -122,6 +129,7 @@ mod tests {
         Reading {
             kind,
             tool_names: vec!["get_weather".into()],
+            parameters: vec![],
         }
     }
 

@@ -48,6 +48,7 @@ mod sim_versions;
 mod simulator;
 mod speculative;
 mod tls;
+mod tool_call_families;
 mod tool_call_oracle;
 mod tool_calls_gateway;
 mod traces;

@@ -78,10 +78,7 @@ async fn every_parser_splits_as_sglang_under_any_chunking() {
         return;
     };
     let cases = corpus();
-    let parsers: Vec<&str> = ParserKind::value_variants()
-        .iter()
-        .map(|k| k.name())
-        .collect();
+    let parsers: Vec<&str> = tag_parsers().map(|k| k.name()).collect();
     let input = json!({
         "parsers": parsers,
         "cases": cases.iter().map(|(t, k)| json!({"text": t, "kwargs": k})).collect::<Vec<_>>(),
@@ -98,7 +95,7 @@ async fn every_parser_splits_as_sglang_under_any_chunking() {
     let _ = std::fs::remove_file(&path);
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut checked = 0;
-    for kind in ParserKind::value_variants() {
+    for kind in tag_parsers() {
         let expected = oracle["results"][kind.name()].as_array().expect("results");
         assert_eq!(expected.len(), cases.len());
         for ((text, kwargs), want) in cases.iter().zip(expected) {
@@ -117,7 +114,7 @@ async fn every_parser_splits_as_sglang_under_any_chunking() {
             );
             let want_stream = pair(&want["stream"]);
             for chunks in chunkings(text, &mut rng) {
-                let got = streamed(*kind, kwargs, &chunks);
+                let got = streamed(kind, kwargs, &chunks);
                 assert_eq!(
                     (got.reasoning, got.content),
                     want_stream,
@@ -128,4 +125,82 @@ async fn every_parser_splits_as_sglang_under_any_chunking() {
         }
     }
     assert!(checked > 1000, "only {checked} chunkings checked");
+}
+
+/// The parsers that split on two tags (all but gpt-oss's Harmony channels).
+fn tag_parsers() -> impl Iterator<Item = ParserKind> {
+    ParserKind::value_variants()
+        .iter()
+        .copied()
+        .filter(|k| *k != ParserKind::GptOss)
+}
+
+/// gpt-oss's Harmony output: reasoning, answers, calls (kept for the tool-call parser), text
+/// between blocks, cut-off blocks, unknown channels and markers.
+const HARMONY: [&str; 16] = [
+    "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant<|channel|>final<|message|>The answer is 42.<|return|>",
+    "<|channel|>analysis<|message|>Ünïcödé 思考 🦙 \"q\" \\ <|end|><|start|>assistant<|channel|>final<|message|>答案是42。<|return|>",
+    "<|channel|>analysis<|message|>cut off while thinking",
+    "<|channel|>analysis<|message|>cut off at a marker <|en",
+    "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|><|start|>assistant<|channel|>final<|message|>c",
+    "<|channel|>analysis<|message|>Need a tool.<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>",
+    "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary<|message|>Preamble.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|> trailing",
+    "<|channel|>analysis<|message|>x<|end|>\n<|start|>assistant<|channel|>final<|message|>y<|return|>",
+    "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>commentary<|start|>assistant<|channel|>final<|message|>after the call<|return|>",
+    "<|channel|>final<|message|>no reasoning, a <|end|> inside<|return|>",
+    "<|channel|>weird<|message|>unknown channel<|end|> rest",
+    "text before <|channel|>analysis<|message|>r<|end|> text after <|weird|> more",
+    "<|channel|>analysis<|message|>r<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"unfinished\": ",
+    "<|start|>functions.f to=assistant<|channel|>commentary<|message|>{\"tool\": \"answer\"}<|end|>",
+    "<|channel|>analysis<|message|>r<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>\n",
+    "plain text without any channel",
+];
+
+#[tokio::test]
+async fn gpt_oss_splits_harmony_as_sglang_under_any_chunking() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let cases: Vec<Value> = HARMONY
+        .iter()
+        .map(|t| json!({"text": t, "kwargs": null}))
+        .collect();
+    let input = json!({"parsers": ["gpt-oss"], "cases": cases});
+    let path = std::env::temp_dir().join(format!("sb-harmony-corpus-{}.json", std::process::id()));
+    std::fs::write(&path, input.to_string()).unwrap();
+    let oracle = support::python::run(
+        &py,
+        "tests/python/reasoning_oracle.py",
+        vec![path.display().to_string()],
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+    let expected = oracle["results"]["gpt-oss"].as_array().expect("results");
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+    let mut checked = 0;
+    for (text, want) in HARMONY.iter().zip(expected) {
+        assert_eq!(
+            want["starts_inside"], true,
+            "gpt-oss always reads reasoning"
+        );
+        // SGLang's answer on the whole text is the answer, streamed too; text that is not
+        // Harmony at all is content here (SGLang's parser loses it).
+        let want = match switchboard::reasoning::harmony::is_harmony(text) {
+            true => pair(&want["whole"]),
+            false => (String::new(), text.to_string()),
+        };
+        let format = ParserKind::GptOss.format(None);
+        let whole = split_whole(format, text);
+        assert_eq!((whole.reasoning, whole.content), want, "{text:?}");
+        for chunks in chunkings(text, &mut rng) {
+            let got = streamed(ParserKind::GptOss, &Value::Null, &chunks);
+            assert_eq!(
+                (got.reasoning, got.content),
+                want,
+                "{text:?} streamed as {chunks:?}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 500, "only {checked} chunkings checked");
 }
