@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::exchange::{Exchange, Leg};
+use super::exchange::{Exchange, Leg, Placement};
 use super::pd::PrefillTarget;
 use crate::error::GatewayError;
-use crate::routing::RouteRequest;
+use crate::routing::{Pick, Policy, RouteError, RouteRequest, Router};
 use crate::upstream::UpstreamError;
 use crate::workers::{Worker, WorkerId};
 
@@ -27,6 +27,9 @@ pub struct Target<'a> {
     pub rid: &'a str,
     /// How the worker's request is aborted.
     pub abort: Abort,
+    /// Workers to use while they can take it (a fan-out's later generations go where its
+    /// first went, whose prompt is cached there); otherwise the policy picks.
+    pub prefer: Option<Placement>,
 }
 
 /// Where one attempt goes: the worker whose answer the client gets, and in PD mode the prefill
@@ -72,14 +75,28 @@ where
         last.map_or_else(|| e.into(), GatewayError::from)
     };
     loop {
-        let picked = crate::traces::stage("route")
-            .in_scope(|| relay.router.pick(&target.route, &tried.workers));
+        let prefer = target.prefer;
+        let picked = crate::traces::stage("route").in_scope(|| {
+            pick_on(
+                &relay.router,
+                &target.route,
+                prefer.map(|p| p.worker),
+                &tried.workers,
+            )
+        });
         let (worker, pick) = match picked {
             Ok(p) => p,
             Err(e) => return Err(give_up(e, last)),
         };
         let prefill = match &relay.prefill {
-            Some(pool) => match pool.pick(&target.route, &tried.prefill) {
+            Some(pool) => match pick_on(
+                pool.router(),
+                &target.route,
+                prefer.and_then(|p| p.prefill),
+                &tried.prefill,
+            )
+            .map_err(|_| RouteError::NoHealthyPrefillWorker)
+            {
                 Ok((pw, ppick)) => Some((pool.bootstrap(&pw), pw, ppick)),
                 Err(e) => return Err(give_up(e, last)),
             },
@@ -117,6 +134,10 @@ where
                 if let Some(mut p) = prefill_leg {
                     p.done();
                 }
+                ex.set_placement(Placement {
+                    worker: worker.id,
+                    prefill: prefill_worker.as_ref().map(|p| p.id),
+                });
                 ex.set_leg(leg);
                 return Ok(value);
             }
@@ -149,5 +170,31 @@ where
                 }
             }
         }
+    }
+}
+
+/// `prefer` when it can take the request (available, breaker admitting, not failed on);
+/// otherwise the router's policy picks.
+fn pick_on(
+    router: &Router,
+    route: &RouteRequest<'_>,
+    prefer: Option<WorkerId>,
+    exclude: &[WorkerId],
+) -> Result<(Arc<Worker>, Pick), RouteError> {
+    if let Some(id) = prefer {
+        let units = router.registry().routing();
+        if let Ok(picked) = crate::routing::select(&Only(id), route, &units, exclude) {
+            return Ok(picked);
+        }
+    }
+    router.pick(route, exclude)
+}
+
+/// A "policy" that takes one given worker, when it is among the candidates.
+struct Only(WorkerId);
+
+impl Policy for Only {
+    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
+        workers.iter().position(|w| w.id == self.0).map(Pick::at)
     }
 }
