@@ -5,9 +5,7 @@ use serde_json::Value;
 
 use crate::error::GatewayError;
 use crate::model::Model;
-use crate::protocol::openai::{
-    ChatCompletionRequest, ResponseFormat, Sampling,
-};
+use crate::protocol::openai::{ChatCompletionRequest, ResponseFormat, Sampling};
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
@@ -261,7 +259,9 @@ fn finish(
         params,
         stream,
         include_usage,
-        n: sampling.n.map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
+        n: sampling
+            .n
+            .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
         batch: Vec::new(),
         reasoning: None,
         tool_calls: None,
@@ -273,7 +273,11 @@ fn finish(
 
 /// The tokens a prompt leaves room for in the context: `max_tokens` if it fits, all of the
 /// room if not given (like SGLang's OpenAI routes).
-fn room_for(model: &Model, prompt_ids: &[u32], max_tokens: Option<u32>) -> Result<u32, GatewayError> {
+fn room_for(
+    model: &Model,
+    prompt_ids: &[u32],
+    max_tokens: Option<u32>,
+) -> Result<u32, GatewayError> {
     let ctx = model.context_length;
     if prompt_ids.is_empty() {
         return Err(invalid("prompt", "the prompt is empty").into());

@@ -2,7 +2,9 @@
 //! checked against the context; `n` generations per prompt.
 
 use super::fields::{check_extensions, check_openai_ranges, MAX_GENERATIONS};
-use super::{check_model, check_text_fits, finish, room_for, structured_output, BatchPrompt, Prepared};
+use super::{
+    check_model, check_text_fits, finish, room_for, structured_output, BatchPrompt, Prepared,
+};
 use crate::error::GatewayError;
 use crate::model::Model;
 use crate::protocol::openai::{CompletionRequest, Prompt};
@@ -10,7 +12,8 @@ use crate::protocol::sampling::{invalid, requested_max_tokens};
 
 pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
     check_model(model, &req.model)?;
-    let logit_bias = check_openai_ranges(model, req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
+    let logit_bias =
+        check_openai_ranges(model, req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
     check_extensions(&req.extensions)?;
     // SGLang's completions route ignores `suffix`: refused rather than dropped.
     if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {

@@ -61,7 +61,10 @@ impl Choices {
         let mut specs = specs.into_iter();
         let Some(first) = specs.next() else {
             record.hand_back();
-            return Err(GatewayError::invalid_body("no prompt to generate for", None));
+            return Err(GatewayError::invalid_body(
+                "no prompt to generate for",
+                None,
+            ));
         };
         let first = match Generation::start_part(relay, first, endpoint, start).await {
             Ok(g) => g,

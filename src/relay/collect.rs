@@ -38,9 +38,14 @@ pub async fn respond<G: Grammar>(
         }
     }
     let usage = generation.usage();
-    let body = answer(&text, finish.as_ref(), reasoning, tools.as_ref(), usage, |whole| {
-        grammar.whole(whole)
-    });
+    let body = answer(
+        &text,
+        finish.as_ref(),
+        reasoning,
+        tools.as_ref(),
+        usage,
+        |whole| grammar.whole(whole),
+    );
     json_response(body)
 }
 

@@ -14,8 +14,8 @@ use crate::protocol::openai::{
 use crate::stream::sse;
 
 mod whole;
-pub use whole::WholeChoice;
 use crate::tool_calls::ToolCall;
+pub use whole::WholeChoice;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -142,8 +142,7 @@ pub async fn collect(
     while let Some((index, step)) = choices.next().await {
         match step {
             Ok(Some(delta)) => {
-                if let (Some(text), Some(format)) = (texts.get_mut(index), formats.get_mut(index))
-                {
+                if let (Some(text), Some(format)) = (texts.get_mut(index), formats.get_mut(index)) {
                     format.logprobs(delta.logprobs);
                     text.push_str(&delta.text);
                 }

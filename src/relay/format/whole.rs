@@ -18,7 +18,9 @@ impl Formatter {
         finish: &'static str,
         usage: Usage,
     ) -> Vec<u8> {
-        self.with_choice(text, reasoning, calls, finish, |c| self.envelope([c], usage))
+        self.with_choice(text, reasoning, calls, finish, |c| {
+            self.envelope([c], usage)
+        })
     }
 
     /// This formatter's choice of a whole answer, handed to `f` (it borrows what is built here).

@@ -17,11 +17,11 @@ use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
 use crate::models::Served;
 use crate::prepare::Prepared;
+use crate::relay::choices::{self, Choices};
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::Spec;
 use crate::relay::grammar::Grammar;
 use crate::relay::passthrough::{self, Forward};
-use crate::relay::choices::{self, Choices};
 use crate::relay::{collect, stream, Generation};
 use crate::routing::session_key;
 use crate::server::request_id::RequestId;
@@ -187,8 +187,8 @@ async fn several_choices(
 ) -> Result<Response, GatewayError> {
     let n = p.n.max(1) as usize;
     let session = session_key(req.headers, p.user.as_deref()).map(str::to_owned);
-    let prompts = std::iter::once((p.prompt_ids, p.echo))
-        .chain(p.batch.into_iter().map(|b| (b.ids, b.echo)));
+    let prompts =
+        std::iter::once((p.prompt_ids, p.echo)).chain(p.batch.into_iter().map(|b| (b.ids, b.echo)));
     let mut specs = Vec::new();
     let mut formats = Vec::new();
     for (i, (ids, echo)) in prompts.enumerate() {
