@@ -142,3 +142,44 @@ pub fn check_extensions(names: &[String]) -> Result<(), GatewayError> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chat(extra: Value) -> ChatCompletionRequest {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[test]
+    fn reasoning_effort_reaches_the_template_as_sglang_passes_it() {
+        let effort = |extra| template_kwargs(&chat(extra)).unwrap()["reasoning_effort"].clone();
+        assert_eq!(effort(json!({})), "medium");
+        assert_eq!(effort(json!({"reasoning_effort": "low"})), "low");
+        // One in chat_template_kwargs wins (SGLang pops it into the request's).
+        let both = json!({"reasoning_effort": "low",
+                          "chat_template_kwargs": {"reasoning_effort": "high", "enable_thinking": false}});
+        let kwargs = template_kwargs(&chat(both)).unwrap();
+        assert_eq!(kwargs["reasoning_effort"], "high");
+        assert_eq!(kwargs["enable_thinking"], false);
+        assert!(template_kwargs(&chat(json!({"reasoning_effort": "max"}))).is_err());
+    }
+
+    #[test]
+    fn outputs_no_worker_makes_are_refused_and_hints_ignored() {
+        let ok = |extra| check_chat_outputs(&chat(extra)).is_ok();
+        assert!(ok(
+            json!({"modalities": ["text"], "verbosity": "low", "prediction": {}})
+        ));
+        assert!(!ok(json!({"modalities": ["text", "audio"]})));
+        assert!(!ok(json!({"audio": {"voice": "alloy"}})));
+        assert!(!ok(json!({"web_search_options": {}})));
+        assert!(check_extensions(&["frobnicate".into(), "rid".into()]).is_ok());
+        assert!(check_extensions(&["lora_path".into()]).is_err());
+    }
+}
