@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::exchange::{Exchange, Leg, Placement};
 use super::pd::PrefillTarget;
 use crate::error::GatewayError;
-use crate::routing::{Pick, Policy, RouteError, RouteRequest, Router};
+use crate::routing::{Pick, Policy, RouteRequest, Router};
 use crate::upstream::UpstreamError;
 use crate::workers::{Worker, WorkerId};
 
@@ -77,25 +77,24 @@ where
     loop {
         let prefer = target.prefer;
         let picked = crate::traces::stage("route").in_scope(|| {
-            pick_on(
-                &relay.router,
-                &target.route,
-                prefer.map(|p| p.worker),
-                &tried.workers,
-            )
+            let preferred = prefer.map(|p| p.worker);
+            match take_preferred(&relay.router, &target.route, preferred, &tried.workers) {
+                Some(p) => Ok(p),
+                None => relay.router.pick(&target.route, &tried.workers),
+            }
         });
         let (worker, pick) = match picked {
             Ok(p) => p,
             Err(e) => return Err(give_up(e, last)),
         };
         let prefill = match &relay.prefill {
-            Some(pool) => match pick_on(
+            Some(pool) => match take_preferred(
                 pool.router(),
                 &target.route,
                 prefer.and_then(|p| p.prefill),
                 &tried.prefill,
             )
-            .map_err(|_| RouteError::NoHealthyPrefillWorker)
+            .map_or_else(|| pool.pick(&target.route, &tried.prefill), Ok)
             {
                 Ok((pw, ppick)) => Some((pool.bootstrap(&pw), pw, ppick)),
                 Err(e) => return Err(give_up(e, last)),
@@ -173,21 +172,17 @@ where
     }
 }
 
-/// `prefer` when it can take the request (available, breaker admitting, not failed on);
-/// otherwise the router's policy picks.
-fn pick_on(
+/// The `preferred` worker of `router`'s pool, when it can take the request (available, its
+/// breaker admitting, not failed on); `None` leaves the pick to the policy.
+fn take_preferred(
     router: &Router,
     route: &RouteRequest<'_>,
-    prefer: Option<WorkerId>,
+    preferred: Option<WorkerId>,
     exclude: &[WorkerId],
-) -> Result<(Arc<Worker>, Pick), RouteError> {
-    if let Some(id) = prefer {
-        let units = router.registry().routing();
-        if let Ok(picked) = crate::routing::select(&Only(id), route, &units, exclude) {
-            return Ok(picked);
-        }
-    }
-    router.pick(route, exclude)
+) -> Option<(Arc<Worker>, Pick)> {
+    let id = preferred?;
+    let units = router.registry().routing();
+    crate::routing::select(&Only(id), route, &units, exclude).ok()
 }
 
 /// A "policy" that takes one given worker, when it is among the candidates.
