@@ -5,21 +5,23 @@ use serde_json::Value;
 
 use crate::error::GatewayError;
 use crate::model::Model;
-use crate::protocol::openai::{
-    ChatCompletionRequest, CompletionRequest, Prompt, ResponseFormat, Sampling, HARMLESS_EXTENSIONS,
-};
+use crate::protocol::openai::{ChatCompletionRequest, ResponseFormat, Sampling};
 use crate::protocol::sampling::{invalid, requested_max_tokens};
 use crate::protocol::sglang::SamplingParams;
 use crate::reasoning::Format;
 use crate::tokenize::{python_json_dumps_ascii, ChatTemplateInput};
 
 mod chat_like;
+mod completion;
+mod fields;
 pub mod messages;
 pub mod responses;
 mod schema;
 mod tools;
 use crate::tool_calls::Reading;
 use chat_like::{chat_like, ChatLike};
+pub use completion::completion;
+use fields::check_openai_ranges;
 use tools::{front_door_tools, legacy_functions, native_tools, Constraint, NativeTools};
 
 pub struct Prepared {
@@ -27,9 +29,10 @@ pub struct Prepared {
     pub params: SamplingParams,
     pub stream: bool,
     pub include_usage: bool,
-    /// The request uses something only the worker's own OpenAI route implements (tools,
-    /// response_format, logprobs, n > 1, …): forward the client's body as it is.
-    pub forward: bool,
+    /// Generations per prompt (`n`; 1 unless asked for more).
+    pub n: u32,
+    /// A batched completion's prompts after the first (`prompt_ids`), in order.
+    pub batch: Vec<BatchPrompt>,
     /// Split the output into reasoning and content, read this way (chat with a reasoning
     /// parser, unless the request says `separate_reasoning: false`).
     pub reasoning: Option<Format>,
@@ -42,6 +45,13 @@ pub struct Prepared {
     /// `logprobs: true` with `top_logprobs`, completions' `logprobs` count.
     pub logprobs: Option<u32>,
     /// Completions' `echo`: the prompt's text, written before the answer.
+    pub echo: Option<String>,
+}
+
+/// One more prompt of a batched completion.
+pub struct BatchPrompt {
+    pub ids: Vec<u32>,
+    /// Its `echo` text.
     pub echo: Option<String>,
 }
 
@@ -73,12 +83,16 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         text_bytes += string_bytes(m);
     }
     check_text_fits(model, text_bytes)?;
-    check_openai_ranges(
+    let logit_bias = check_openai_ranges(
+        model,
         req.top_logprobs,
         20,
         "top_logprobs",
         req.logit_bias.as_ref(),
     )?;
+    fields::check_chat_outputs(req)?;
+    fields::check_extensions(&req.extensions)?;
+    let kwargs = fields::template_kwargs(req)?;
     let (legacy_tools, legacy_choice) = legacy_functions(
         req.functions.as_deref(),
         req.function_call.as_ref(),
@@ -105,7 +119,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
             NativeTools::None | NativeTools::Hidden => None,
         },
         add_generation_prompt: true,
-        extra: req.chat_template_kwargs.as_ref(),
+        extra: Some(&kwargs),
     };
     let prompt_ids = model.tokenizer.render_and_encode(&input)?;
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);
@@ -114,7 +128,6 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
     } else {
         "max_tokens"
     };
-    let forward = chat_needs_worker_route(req, model.reasoning_parser.is_some());
     // SGLang's default is to separate the reasoning whenever the server has a parser.
     let reasoning = model
         .reasoning_parser
@@ -128,9 +141,9 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
         param,
         req.stream,
         req.stream_options.is_some_and(|o| o.include_usage),
-        forward,
     )
     .and_then(|mut p| {
+        p.params.logit_bias = logit_bias;
         structured_output(&mut p.params, req.response_format.as_ref(), None)?;
         // As SGLang for a gpt-oss model: its Harmony markers are special tokens the parsers read.
         if model.reasoning_parser == Some(crate::reasoning::ParserKind::GptOss)
@@ -176,79 +189,6 @@ fn constrain(params: &mut SamplingParams, constraint: Option<Constraint>) {
         Some(Constraint::JsonSchema(s)) => params.json_schema = Some(s),
         Some(Constraint::StructuralTag(s)) => params.structural_tag = Some(s),
     }
-}
-
-pub fn completion(model: &Model, req: &CompletionRequest) -> Result<Prepared, GatewayError> {
-    check_model(model, &req.model)?;
-    check_openai_ranges(req.logprobs, 5, "logprobs", req.logit_bias.as_ref())?;
-    let mut forward = completion_needs_worker_route(req);
-    // SGLang's completions route ignores `suffix`: refused rather than dropped.
-    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-        return Err(invalid(
-            "suffix",
-            "suffix (insertion) is not supported by this model server",
-        )
-        .into());
-    }
-    if req.echo == Some(true) && req.logprobs.is_some() {
-        return Err(invalid(
-            "echo",
-            "echo with logprobs needs the prompt's logprobs: use /generate with return_logprob and logprob_start_len",
-        )
-        .into());
-    }
-    let encode = |t: &str| {
-        check_text_fits(model, t.len())?;
-        Ok::<_, GatewayError>(model.tokenizer.encode(t, true)?)
-    };
-    let prompt_ids = match &req.prompt {
-        Prompt::Text(t) => encode(t)?,
-        Prompt::Ids(ids) => check_ids(model, ids.clone())?,
-        Prompt::Texts(ts) if ts.len() == 1 => encode(&ts[0])?,
-        Prompt::IdBatches(b) if b.len() == 1 => check_ids(model, b[0].clone())?,
-        Prompt::Texts(ts) if !ts.is_empty() => {
-            forward = true; // a batch: the worker's own route answers one choice per prompt
-            encode(&ts[0])?
-        }
-        Prompt::IdBatches(b) if !b.is_empty() => {
-            forward = true;
-            check_ids(model, b[0].clone())?
-        }
-        _ => return Err(invalid("prompt", "prompt must not be empty").into()),
-    };
-    // OpenAI's completions default is 16 tokens.
-    let max = req.sampling.max_tokens.or(Some(16));
-    finish(
-        model,
-        prompt_ids,
-        &req.sampling,
-        max,
-        "max_tokens",
-        req.stream,
-        req.stream_options.is_some_and(|o| o.include_usage),
-        forward,
-    )
-    .and_then(|mut p| {
-        structured_output(
-            &mut p.params,
-            req.response_format.as_ref(),
-            req.json_schema.as_deref(),
-        )?;
-        // As SGLang's `_get_echo_text`: a text prompt as sent, ids decoded without special
-        // tokens.
-        let echo = match (&req.prompt, req.echo) {
-            (_, None | Some(false)) => None,
-            (Prompt::Text(t), _) => Some(t.clone()),
-            (Prompt::Texts(ts), _) => ts.first().cloned(),
-            (_, _) => Some(model.tokenizer.decode(&p.prompt_ids, true)?),
-        };
-        Ok(Prepared {
-            user: req.user.clone(),
-            logprobs: req.logprobs.map(u32::from),
-            echo,
-            ..p
-        })
-    })
 }
 
 /// `response_format` (and completions' `json_schema` text) as SGLang's `to_sampling_params`
@@ -316,48 +256,55 @@ fn finish(
     param: &'static str,
     stream: bool,
     include_usage: bool,
-    forward: bool,
 ) -> Result<Prepared, GatewayError> {
-    let ctx = model.context_length;
-    if prompt_ids.is_empty() {
-        return Err(invalid("prompt", "the prompt is empty").into());
-    }
-    let max_tokens = requested_max_tokens(param, max, ctx)?;
-    let room = ctx.saturating_sub(prompt_ids.len());
-    let max_new = match max_tokens {
-        Some(m) if m as usize > room => {
-            return Err(GatewayError::ContextLength {
-                context_length: ctx,
-                requested: prompt_ids.len() + m as usize,
-                prompt_tokens: prompt_ids.len(),
-                max_tokens: m as usize,
-            })
-        }
-        Some(m) => m,
-        // Like SGLang's OpenAI routes: no limit means up to the context.
-        None if room > 0 => room as u32,
-        None => {
-            return Err(GatewayError::ContextLength {
-                context_length: ctx,
-                requested: prompt_ids.len() + 1,
-                prompt_tokens: prompt_ids.len(),
-                max_tokens: 1,
-            })
-        }
-    };
+    let max_tokens = requested_max_tokens(param, max, model.context_length)?;
+    let max_new = room_for(model, &prompt_ids, max_tokens)?;
     let params = sampling.to_sglang(max_new)?;
     Ok(Prepared {
         prompt_ids,
         params,
         stream,
         include_usage,
-        forward,
+        n: sampling
+            .n
+            .map_or(1, |n| n.clamp(1, i64::from(u32::MAX)) as u32),
+        batch: Vec::new(),
         reasoning: None,
         tool_calls: None,
         user: None,
         logprobs: None,
         echo: None,
     })
+}
+
+/// The tokens a prompt leaves room for in the context: `max_tokens` if it fits, all of the
+/// room if not given (like SGLang's OpenAI routes).
+fn room_for(
+    model: &Model,
+    prompt_ids: &[u32],
+    max_tokens: Option<u32>,
+) -> Result<u32, GatewayError> {
+    let ctx = model.context_length;
+    if prompt_ids.is_empty() {
+        return Err(invalid("prompt", "the prompt is empty").into());
+    }
+    let room = ctx.saturating_sub(prompt_ids.len());
+    match max_tokens {
+        Some(m) if m as usize > room => Err(GatewayError::ContextLength {
+            context_length: ctx,
+            requested: prompt_ids.len() + m as usize,
+            prompt_tokens: prompt_ids.len(),
+            max_tokens: m as usize,
+        }),
+        Some(m) => Ok(m),
+        None if room > 0 => Ok(room as u32),
+        None => Err(GatewayError::ContextLength {
+            context_length: ctx,
+            requested: prompt_ids.len() + 1,
+            prompt_tokens: prompt_ids.len(),
+            max_tokens: 1,
+        }),
+    }
 }
 
 fn check_model(model: &Model, name: &str) -> Result<(), GatewayError> {
@@ -393,81 +340,6 @@ fn check_message(i: usize, m: &Value) -> Result<(), GatewayError> {
             "messages[{i}].content must be a string, a list of content parts, or null"
         ))),
     }
-}
-
-fn check_ids(model: &Model, ids: Vec<u32>) -> Result<Vec<u32>, GatewayError> {
-    let vocab = model.tokenizer.vocab_size() as u32;
-    match ids.iter().find(|&&t| t >= vocab) {
-        Some(t) => Err(invalid(
-            "prompt",
-            format!("token id {t} is outside the vocabulary (size {vocab})"),
-        )
-        .into()),
-        None => Ok(ids),
-    }
-}
-
-/// What the gateway does not implement itself makes the worker's own route answer, so nothing
-/// the client asked for is silently dropped. `separate_reasoning` is done here when the gateway
-/// has a reasoning parser, and `tools` (with `tool_choice` absent, `"auto"` or `"none"`) when it
-/// has a tool-call parser.
-fn chat_needs_worker_route(req: &ChatCompletionRequest, reasoning_parser: bool) -> bool {
-    !req.sampling.wants_single_choice()
-        || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
-        || req.reasoning_effort.is_some()
-        || req.verbosity.is_some()
-        || (req.separate_reasoning.is_some() && !reasoning_parser)
-        || req.modalities.is_some()
-        || req.audio.is_some()
-        || req.prediction.is_some()
-        || req.web_search_options.is_some()
-        || has_extensions(&req.extensions)
-}
-
-fn completion_needs_worker_route(req: &CompletionRequest) -> bool {
-    !req.sampling.wants_single_choice()
-        || req.best_of.is_some_and(|n| n > 1)
-        || req.logit_bias.as_ref().is_some_and(|b| !b.is_empty())
-        || has_extensions(&req.extensions)
-}
-
-fn has_extensions(names: &[String]) -> bool {
-    names
-        .iter()
-        .any(|k| !HARMLESS_EXTENSIONS.contains(&k.as_str()))
-}
-
-/// OpenAI's own limits on fields the worker implements: refused here, before a worker is busy.
-fn check_openai_ranges(
-    count: Option<u8>,
-    max: u8,
-    param: &'static str,
-    logit_bias: Option<&std::collections::HashMap<String, f64>>,
-) -> Result<(), GatewayError> {
-    if let Some(n) = count.filter(|&n| n > max) {
-        return Err(invalid(
-            param,
-            format!("{param} must be between 0 and {max}, got {n}"),
-        )
-        .into());
-    }
-    for (token, bias) in logit_bias.into_iter().flatten() {
-        if token.parse::<u32>().is_err() {
-            return Err(invalid(
-                "logit_bias",
-                format!("logit_bias keys must be token ids, got {token:?}"),
-            )
-            .into());
-        }
-        if !(-100.0..=100.0).contains(bias) {
-            return Err(invalid(
-                "logit_bias",
-                format!("logit_bias values must be between -100 and 100, got {bias}"),
-            )
-            .into());
-        }
-    }
-    Ok(())
 }
 
 /// A text that cannot fit the context whatever it tokenizes to is refused before tokenizing

@@ -12,6 +12,7 @@
 //! (SGLang's `/generate` shape); `pump` drives a streamed body on its own task, so deadlines
 //! fire whether or not the client reads.
 
+pub mod choices;
 pub mod collect;
 pub mod exchange;
 pub mod format;

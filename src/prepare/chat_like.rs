@@ -55,7 +55,6 @@ pub fn chat_like(model: &Model, c: ChatLike<'_>) -> Result<Prepared, GatewayErro
         c.max_param,
         c.stream,
         false,
-        false,
     )
     .map(|p| Prepared {
         user: c.user,

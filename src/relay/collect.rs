@@ -1,11 +1,15 @@
 //! A generation gathered into one JSON answer in its API's shape (non-streaming clients).
 
+use std::borrow::Cow;
+
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::grammar::{Ending, Grammar, Whole};
 use super::Generation;
 use crate::error::GatewayError;
+use crate::protocol::openai::Usage;
+use crate::protocol::sglang::FinishReason;
 use crate::reasoning::{self, Format};
 use crate::tool_calls::{self, Reading};
 
@@ -34,21 +38,42 @@ pub async fn respond<G: Grammar>(
         }
     }
     let usage = generation.usage();
+    let body = answer(
+        &text,
+        finish.as_ref(),
+        reasoning,
+        tools.as_ref(),
+        usage,
+        |whole| grammar.whole(whole),
+    );
+    json_response(body)
+}
+
+/// One generation's whole `text` through the parsers (the reasoning split off with a
+/// `Format`, the content read for calls with a `Reading`), handed to `f` as a [`Whole`].
+pub(super) fn answer<R>(
+    text: &str,
+    finish: Option<&FinishReason>,
+    reasoning: Option<Format>,
+    tools: Option<&Reading>,
+    usage: Usage,
+    f: impl FnOnce(Whole<'_>) -> R,
+) -> R {
     let (reasoning, content) = match reasoning {
-        Some(f) => {
-            let split = reasoning::split_whole(f, &text);
-            (Some(split.reasoning), split.content)
+        Some(format) => {
+            let split = reasoning::split_whole(format, text);
+            (Some(split.reasoning), Cow::Owned(split.content))
         }
-        None => (None, text),
+        None => (None, Cow::Borrowed(text)),
     };
-    let ending = |called: bool| match &finish {
+    let ending = |called: bool| match finish {
         Some(f) => Ending::new(f, called),
         None => Ending::stopped(),
     };
-    let body = match tools {
+    match tools {
         Some(reading) => {
-            let parsed = tool_calls::parse_whole(&reading, &content);
-            grammar.whole(Whole {
+            let parsed = tool_calls::parse_whole(reading, &content);
+            f(Whole {
                 content: &parsed.content,
                 reasoning: reasoning.as_deref(),
                 calls: Some(&parsed.calls),
@@ -56,14 +81,18 @@ pub async fn respond<G: Grammar>(
                 usage,
             })
         }
-        None => grammar.whole(Whole {
+        None => f(Whole {
             content: &content,
             reasoning: reasoning.as_deref(),
             calls: None,
             ending: ending(false),
             usage,
         }),
-    };
+    }
+}
+
+/// A whole answer's JSON body, as a 200.
+pub(super) fn json_response(body: Vec<u8>) -> Response {
     (
         StatusCode::OK,
         [(

@@ -14,7 +14,7 @@ use crate::metrics::{Endpoint, Outcome, RequestTimer, Stage};
 use crate::routing::Pick;
 use crate::upstream::abort::AbortOnDrop;
 use crate::upstream::{Fault, Origin, Started, UpstreamError};
-use crate::workers::{LoadGuard, Worker};
+use crate::workers::{LoadGuard, Worker, WorkerId};
 
 /// The part of an exchange served by one worker.
 pub struct Leg {
@@ -104,6 +104,23 @@ pub struct Exchange {
     span: tracing::Span,
     relay_span: tracing::Span,
     finish_reasons: Vec<&'static str>,
+    /// One of several generations of a request (`n > 1`, a batch): it holds its own leg,
+    /// deadlines and counts, but records nothing; the request's own exchange does (`choices`).
+    part: bool,
+    /// A part has had its first token (its timer records nothing).
+    part_started: bool,
+    /// Where the current leg went: its worker and, for a PD pair, its prefill worker.
+    placed: Option<Placement>,
+    /// For the request's exchange of a fan-out, which has no leg: the prediction of its first
+    /// generation's.
+    predicted_cached: Option<usize>,
+}
+
+/// The workers a leg runs on (a fan-out's other generations go there too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub worker: WorkerId,
+    pub prefill: Option<WorkerId>,
 }
 
 impl Exchange {
@@ -126,7 +143,40 @@ impl Exchange {
             },
             relay_span: tracing::Span::none(),
             finish_reasons: Vec::new(),
+            part: false,
+            part_started: false,
+            placed: None,
+            predicted_cached: None,
         }
+    }
+
+    /// One generation of a request with several: its ending, latency and counts are the
+    /// request's exchange's to record.
+    pub fn part(relay: &Arc<Relay>, endpoint: Endpoint, start: Instant) -> Exchange {
+        let mut ex = Exchange::new(relay, endpoint, start);
+        ex.part = true;
+        ex.span = tracing::Span::none();
+        ex
+    }
+
+    /// Where the current leg runs (`None` before one opened).
+    pub fn placement(&self) -> Option<Placement> {
+        self.placed
+    }
+
+    pub fn set_placement(&mut self, placed: Placement) {
+        self.placed = Some(placed);
+    }
+
+    /// A fan-out's own exchange reports its first generation's cache prediction.
+    pub fn set_predicted_cached(&mut self, predicted: usize) {
+        self.predicted_cached = Some(predicted);
+    }
+
+    pub fn predicted_cached(&self) -> usize {
+        self.predicted_cached
+            .or_else(|| self.leg.as_ref().map(|l| l.guard.predicted_cached()))
+            .unwrap_or(0)
     }
 
     pub fn relay(&self) -> &Arc<Relay> {
@@ -176,7 +226,7 @@ impl Exchange {
     }
 
     pub fn has_first_token(&self) -> bool {
-        self.timer.has_first_token()
+        self.part_started || self.timer.has_first_token()
     }
 
     /// Awaits the worker under the deadline that applies now (time to first token, idle gap or
@@ -185,7 +235,7 @@ impl Exchange {
         &mut self,
         fut: impl Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
-        let (limit, stage) = self.deadlines.next_wait(self.timer.has_first_token());
+        let (limit, stage) = self.deadlines.next_wait(self.has_first_token());
         let timed = async {
             match limit {
                 Some(l) => tokio::time::timeout(l, fut).await.ok(),
@@ -215,6 +265,10 @@ impl Exchange {
         // Per leg: a continued leg's prompt stops being queued prefill at its own first token.
         if let Some(leg) = self.leg.as_mut() {
             leg.guard.tokens_arrived();
+        }
+        if self.part {
+            self.part_started = true;
+            return;
         }
         if !self.timer.has_first_token() {
             let ttft = self.timer.started().elapsed().as_secs_f64();
@@ -267,12 +321,15 @@ impl Exchange {
 
     fn end(&mut self, status: u16) {
         self.ended = true;
+        if self.part {
+            return;
+        }
         let outcome = Outcome {
             status,
             prompt_tokens: self.usage.prompt_tokens,
             completion_tokens: self.usage.completion_tokens,
             cached_tokens: self.usage.cached_tokens,
-            predicted_cached: self.leg.as_ref().map_or(0, |l| l.guard.predicted_cached()),
+            predicted_cached: self.predicted_cached(),
         };
         if crate::traces::enabled() {
             self.trace_outcome(&outcome);
@@ -316,7 +373,7 @@ impl Exchange {
 
 impl Drop for Exchange {
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.ended && !self.part {
             // The client left before the end; the armed abort tells the worker when the leg
             // drops, right after this.
             self.relay.metrics.client_aborts.inc();

@@ -9,11 +9,13 @@ use super::grammar::{Ending, Grammar, Whole};
 use crate::error::GatewayError;
 use crate::protocol::openai::logprobs::{self, TokenLogprob};
 use crate::protocol::openai::{
-    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, Delta, FunctionDelta,
-    FunctionOut, TextChoice, TextChunk, TextCompletion, ToolCallDelta, ToolCallOut, Usage,
+    ChatChunk, ChatChunkChoice, Delta, FunctionDelta, TextChoice, TextChunk, ToolCallDelta, Usage,
 };
 use crate::stream::sse;
+
+mod whole;
 use crate::tool_calls::ToolCall;
+pub use whole::WholeChoice;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -33,6 +35,8 @@ pub struct Formatter {
     logprobs: Option<Logprobs>,
     /// Completions' `echo`: the prompt's text, written before the first text.
     echo: RefCell<Option<String>>,
+    /// The choice this formatter writes (0 unless the request asked for several).
+    index: u32,
 }
 
 /// Logprobs not yet written: each event takes those of the tokens before it.
@@ -62,6 +66,26 @@ impl Formatter {
             include_usage,
             logprobs: None,
             echo: RefCell::new(None),
+            index: 0,
+        }
+    }
+
+    /// A formatter for choice `index` of the same answer (same id and time, its own logprobs
+    /// and echo).
+    pub fn for_choice(&self, index: u32, echo: Option<String>) -> Formatter {
+        Formatter {
+            kind: self.kind,
+            id: self.id.clone(),
+            created: self.created,
+            model: Arc::clone(&self.model),
+            include_usage: self.include_usage,
+            logprobs: self.logprobs.as_ref().map(|l| Logprobs {
+                top: l.top,
+                pending: RefCell::new(Vec::new()),
+                offset: Cell::new(0),
+            }),
+            echo: RefCell::new(echo),
+            index,
         }
     }
 
@@ -130,7 +154,10 @@ impl Formatter {
     /// A call's id: unique, as the response id is, and the same in every chunk that names it.
     fn call_id(&self, index: usize) -> String {
         let rid = self.id.strip_prefix("chatcmpl-").unwrap_or(&self.id);
-        format!("call_{rid}_{index}")
+        match self.index {
+            0 => format!("call_{rid}_{index}"),
+            choice => format!("call_{rid}_{choice}_{index}"),
+        }
     }
 
     /// Each call as SGLang streams one: a chunk with its `id`, `type`, name and empty
@@ -180,7 +207,7 @@ impl Formatter {
             Kind::Completion => {
                 let text = self.echoed(text);
                 let choices = [TextChoice {
-                    index: 0,
+                    index: self.index,
                     text: &text,
                     logprobs: self.take_logprobs(),
                     finish_reason: finish,
@@ -253,7 +280,7 @@ impl Formatter {
             .filter(|l| !l.pending.borrow().is_empty())
             .and_then(|_| self.take_logprobs());
         let choices = [ChatChunkChoice {
-            index: 0,
+            index: self.index,
             delta,
             logprobs,
             finish_reason: finish,
@@ -267,74 +294,6 @@ impl Formatter {
             usage: None,
         };
         sse::write_json_event(out, &chunk);
-    }
-
-    /// The whole answer as one JSON object; `reasoning` is set when a reasoning parser split
-    /// `text` from it, `calls` when a tool-call parser read it (chat only).
-    pub fn complete(
-        &self,
-        text: &str,
-        reasoning: Option<&str>,
-        calls: Option<&[ToolCall]>,
-        finish: &'static str,
-        usage: Usage,
-    ) -> Vec<u8> {
-        // Split, either part may be empty: SGLang sends `null` for an empty one.
-        let content = match (reasoning, calls) {
-            (None, None) => Some(text),
-            _ if text.is_empty() => None,
-            _ => Some(text),
-        };
-        let ids: Vec<String> = (0..calls.map_or(0, <[_]>::len))
-            .map(|i| self.call_id(i))
-            .collect();
-        let tool_calls: Vec<ToolCallOut<'_>> = calls
-            .unwrap_or_default()
-            .iter()
-            .zip(&ids)
-            .map(|(call, id)| ToolCallOut {
-                id,
-                kind: "function",
-                function: FunctionOut {
-                    name: &call.name,
-                    arguments: &call.arguments,
-                },
-            })
-            .collect();
-        let out = match self.kind {
-            Kind::Chat => serde_json::to_vec(&ChatCompletion {
-                id: &self.id,
-                object: "chat.completion",
-                created: self.created,
-                model: &self.model,
-                choices: [ChatChoice {
-                    index: 0,
-                    message: AssistantMessage {
-                        role: "assistant",
-                        content,
-                        reasoning_content: reasoning.filter(|r| !r.is_empty()),
-                        tool_calls: &tool_calls,
-                    },
-                    logprobs: self.take_logprobs(),
-                    finish_reason: finish,
-                }],
-                usage,
-            }),
-            Kind::Completion => serde_json::to_vec(&TextCompletion {
-                id: &self.id,
-                object: "text_completion",
-                created: self.created,
-                model: &self.model,
-                choices: [TextChoice {
-                    index: 0,
-                    text: &self.echoed(text),
-                    logprobs: self.take_logprobs(),
-                    finish_reason: Some(finish),
-                }],
-                usage,
-            }),
-        };
-        out.unwrap_or_default()
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::exchange::Exchange;
+use super::exchange::{Exchange, Placement, Usage};
 use super::leg::{open_leg, Leg};
 use super::retry;
 use super::Relay;
@@ -25,6 +25,8 @@ pub struct Spec {
     pub session_key: Option<String>,
     /// Output logprobs with this many top tokens each (`None`: not asked for).
     pub logprobs: Option<u32>,
+    /// Workers to start on while they can take it (a fan-out's later generations).
+    pub prefer: Option<Placement>,
 }
 
 pub struct Generation {
@@ -57,7 +59,22 @@ impl Generation {
         endpoint: Endpoint,
         start: Instant,
     ) -> Result<Generation, GatewayError> {
-        let mut exchange = Exchange::new(relay, endpoint, start);
+        Generation::start_in(Exchange::new(relay, endpoint, start), spec).await
+    }
+
+    /// One of a request's several generations: it records nothing itself (see
+    /// [`Exchange::part`]).
+    pub async fn start_part(
+        relay: &Arc<Relay>,
+        spec: Spec,
+        endpoint: Endpoint,
+        start: Instant,
+    ) -> Result<Generation, GatewayError> {
+        Generation::start_in(Exchange::part(relay, endpoint, start), spec).await
+    }
+
+    async fn start_in(mut exchange: Exchange, spec: Spec) -> Result<Generation, GatewayError> {
+        let relay = &Arc::clone(exchange.relay());
         let mut tried = retry::Tried::default();
         if spec.logprobs.is_some() {
             // gRPC workers are not asked for logprobs yet: only the HTTP ones can answer.
@@ -81,6 +98,7 @@ impl Generation {
                 session_key: session,
                 rid: &spec.rid,
                 logprobs: spec.logprobs,
+                prefer: spec.prefer,
             };
             match open_leg(&mut exchange, leg, None, &mut tried).await {
                 // The worker died before its first token: nothing reached the client, and that
@@ -145,6 +163,21 @@ impl Generation {
             n(u.completion_tokens),
             n(u.cached_tokens),
         )
+    }
+
+    /// Token counts so far, as recorded.
+    pub fn counts(&self) -> Usage {
+        self.exchange.usage
+    }
+
+    /// Where the generation runs now.
+    pub fn placement(&self) -> Option<Placement> {
+        self.exchange.placement()
+    }
+
+    /// How much of the prompt the policy expected the worker to have cached.
+    pub fn predicted_cached(&self) -> usize {
+        self.exchange.predicted_cached()
     }
 
     /// Every output id relayed so far, over all legs.
@@ -249,6 +282,8 @@ impl Generation {
             session_key: session,
             rid: &rid,
             logprobs: self.spec.logprobs,
+            // The continuation goes wherever the policy says (the dead worker is excluded).
+            prefer: None,
         };
         match open_leg(&mut self.exchange, leg, decoder.as_ref(), &mut self.tried).await {
             Ok((upstream, mut first)) => {

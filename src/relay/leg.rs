@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::exchange::Exchange;
+use super::exchange::{Exchange, Placement};
 use super::pd;
 use super::retry::{self, Target};
 use crate::error::GatewayError;
@@ -28,6 +28,8 @@ pub(super) struct Leg<'a> {
     pub rid: &'a str,
     /// Output logprobs with this many top tokens each (`None`: not asked for).
     pub logprobs: Option<u32>,
+    /// Workers to use while they can take it (see [`Target::prefer`]).
+    pub prefer: Option<Placement>,
 }
 
 /// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
@@ -45,6 +47,7 @@ pub(super) async fn open_leg(
         session_key,
         rid,
         logprobs,
+        prefer,
     } = leg;
     let relay = Arc::clone(exchange.relay());
     let target = Target {
@@ -54,6 +57,7 @@ pub(super) async fn open_leg(
         },
         rid,
         abort: Abort::Rid,
+        prefer,
     };
     retry::open(exchange, &target, tried, |dest| {
         let relay = Arc::clone(&relay);

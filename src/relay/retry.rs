@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::exchange::{Exchange, Leg};
+use super::exchange::{Exchange, Leg, Placement};
 use super::pd::PrefillTarget;
 use crate::error::GatewayError;
-use crate::routing::RouteRequest;
+use crate::routing::{Pick, Policy, RouteRequest, Router};
 use crate::upstream::UpstreamError;
 use crate::workers::{Worker, WorkerId};
 
@@ -27,6 +27,9 @@ pub struct Target<'a> {
     pub rid: &'a str,
     /// How the worker's request is aborted.
     pub abort: Abort,
+    /// Workers to use while they can take it (a fan-out's later generations go where its
+    /// first went, whose prompt is cached there); otherwise the policy picks.
+    pub prefer: Option<Placement>,
 }
 
 /// Where one attempt goes: the worker whose answer the client gets, and in PD mode the prefill
@@ -72,14 +75,27 @@ where
         last.map_or_else(|| e.into(), GatewayError::from)
     };
     loop {
-        let picked = crate::traces::stage("route")
-            .in_scope(|| relay.router.pick(&target.route, &tried.workers));
+        let prefer = target.prefer;
+        let picked = crate::traces::stage("route").in_scope(|| {
+            let preferred = prefer.map(|p| p.worker);
+            match take_preferred(&relay.router, &target.route, preferred, &tried.workers) {
+                Some(p) => Ok(p),
+                None => relay.router.pick(&target.route, &tried.workers),
+            }
+        });
         let (worker, pick) = match picked {
             Ok(p) => p,
             Err(e) => return Err(give_up(e, last)),
         };
         let prefill = match &relay.prefill {
-            Some(pool) => match pool.pick(&target.route, &tried.prefill) {
+            Some(pool) => match take_preferred(
+                pool.router(),
+                &target.route,
+                prefer.and_then(|p| p.prefill),
+                &tried.prefill,
+            )
+            .map_or_else(|| pool.pick(&target.route, &tried.prefill), Ok)
+            {
                 Ok((pw, ppick)) => Some((pool.bootstrap(&pw), pw, ppick)),
                 Err(e) => return Err(give_up(e, last)),
             },
@@ -117,6 +133,10 @@ where
                 if let Some(mut p) = prefill_leg {
                     p.done();
                 }
+                ex.set_placement(Placement {
+                    worker: worker.id,
+                    prefill: prefill_worker.as_ref().map(|p| p.id),
+                });
                 ex.set_leg(leg);
                 return Ok(value);
             }
@@ -149,5 +169,27 @@ where
                 }
             }
         }
+    }
+}
+
+/// The `preferred` worker of `router`'s pool, when it can take the request (available, its
+/// breaker admitting, not failed on); `None` leaves the pick to the policy.
+fn take_preferred(
+    router: &Router,
+    route: &RouteRequest<'_>,
+    preferred: Option<WorkerId>,
+    exclude: &[WorkerId],
+) -> Option<(Arc<Worker>, Pick)> {
+    let id = preferred?;
+    let units = router.registry().routing();
+    crate::routing::select(&Only(id), route, &units, exclude).ok()
+}
+
+/// A "policy" that takes one given worker, when it is among the candidates.
+struct Only(WorkerId);
+
+impl Policy for Only {
+    fn pick(&self, _req: &RouteRequest<'_>, workers: &[&Arc<Worker>]) -> Option<Pick> {
+        workers.iter().position(|w| w.id == self.0).map(Pick::at)
     }
 }

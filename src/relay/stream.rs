@@ -19,6 +19,11 @@ struct State<G> {
     generation: Generation,
     grammar: G,
     started: bool,
+    reader: Reader,
+}
+
+/// One generation's text through the parsers, as it streams.
+pub(super) struct Reader {
     /// Splits the text into reasoning and content when a reasoning parser is on.
     reasoning: Option<StreamSplitter>,
     /// Reads the content for tool calls when the request has tools and a parser is on.
@@ -37,8 +42,7 @@ pub fn respond<G: Grammar>(
         generation,
         grammar,
         started: false,
-        reasoning: reasoning.map(StreamSplitter::new),
-        tools: tools.map(StreamParser::new),
+        reader: Reader::new(reasoning, tools),
     };
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
@@ -56,8 +60,8 @@ pub fn respond<G: Grammar>(
                     st.grammar.logprobs(std::mem::take(&mut delta.logprobs));
                     let finish = delta.finish.as_ref().map(|f| f.openai());
                     let mut called = false;
-                    if st.reasoning.is_some() || st.tools.is_some() {
-                        let (split, calls) = st.read(&delta.text, finish.is_some());
+                    if st.reader.active() {
+                        let (split, calls) = st.reader.read(&delta.text, finish.is_some());
                         split_events(&mut st.grammar, &mut out, &split);
                         if !calls.is_empty() {
                             st.grammar.tool_calls(&mut out, &calls);
@@ -77,7 +81,7 @@ pub fn respond<G: Grammar>(
                     }
                 }
                 Ok(None) => {
-                    let (split, calls) = st.read("", true);
+                    let (split, calls) = st.reader.read("", true);
                     split_events(&mut st.grammar, &mut out, &split);
                     if !calls.is_empty() {
                         st.grammar.tool_calls(&mut out, &calls);
@@ -99,10 +103,22 @@ pub fn respond<G: Grammar>(
     resp
 }
 
-impl<G> State<G> {
+impl Reader {
+    pub(super) fn new(reasoning: Option<Format>, tools: Option<Reading>) -> Reader {
+        Reader {
+            reasoning: reasoning.map(StreamSplitter::new),
+            tools: tools.map(StreamParser::new),
+        }
+    }
+
+    /// A parser is on: the text goes through [`Reader::read`].
+    pub(super) fn active(&self) -> bool {
+        self.reasoning.is_some() || self.tools.is_some()
+    }
+
     /// The next text through the parsers: the reasoning and content it makes certain, and at
     /// the `last` text what they held back and the calls.
-    fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
+    pub(super) fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
         let mut split = match self.reasoning.as_mut() {
             Some(splitter) => {
                 let mut split = splitter.push(text);
@@ -136,7 +152,7 @@ fn append(split: &mut Split, more: Split) {
 }
 
 /// The reasoning first, then the content, each only when there is some (as SGLang).
-fn split_events<G: Grammar>(grammar: &mut G, out: &mut Vec<u8>, split: &Split) {
+pub(super) fn split_events<G: Grammar>(grammar: &mut G, out: &mut Vec<u8>, split: &Split) {
     if !split.reasoning.is_empty() {
         grammar.reasoning(out, &split.reasoning);
     }

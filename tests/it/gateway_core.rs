@@ -244,19 +244,6 @@ async fn metrics_match_the_requests_made() {
     assert_eq!(support::gateway_in_flight(&gw.url).await, 0.0);
 }
 
-/// Features the gateway does not implement itself reach the worker's own OpenAI route.
-#[tokio::test]
-async fn n_choices_go_to_the_workers_openai_route() {
-    let sim = support::sim(&["--time-scale", "0.01"]).await;
-    let gw = support::gateway(&[&sim], &[]).await;
-    let body = json!({"model": MODEL, "messages": [{"role":"user","content":"weather?"}], "max_tokens": 3, "n": 2});
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-    assert_eq!(r.status().as_u16(), 200);
-    let v: Value = r.json().await.expect("json");
-    // The simulator's own OpenAI route answers with SGLang's fields (e.g. `matched_stop`).
-    assert!(v["choices"][0].get("matched_stop").is_some(), "{v}");
-}
-
 /// Workers started with `--skip-tokenizer-init` send ids only: the gateway detokenizes,
 /// applies stop strings itself, and aborts the worker's now unwanted generation.
 #[tokio::test]

@@ -26,6 +26,7 @@ mod kv_events;
 mod layering;
 mod migration;
 mod models;
+mod openai_choices;
 mod openai_native;
 mod pd;
 mod python_clients;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::support::{self, scripted, Proc, MODEL};
-use switchboard::tokenize::Tokenizer;
 
 async fn set_faults(sim: &Proc, faults: Value) {
     let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
@@ -144,33 +143,6 @@ async fn a_failed_migration_counts_the_dead_worker_once() {
     assert_eq!(failed, Some(1.0));
 }
 
-/// The text a worker that decodes these output ids sends: their decode, less a trailing
-/// incomplete character and less a tail that may begin the stop string (both held back).
-fn worker_text(tok: &Tokenizer, ids: &[u32], stop: &str) -> String {
-    let text = tok.decode(ids, true).expect("decode");
-    let text = text.trim_end_matches('\u{FFFD}');
-    let held = (1..stop.len().min(text.len() + 1))
-        .rev()
-        .find(|&k| {
-            text.is_char_boundary(text.len() - k) && stop.starts_with(&text[text.len() - k..])
-        })
-        .unwrap_or(0);
-    text[..text.len() - held].to_owned()
-}
-
-/// Cumulative chunks for `ids`, one id a step, as SGLang's default stream sends them; the text is
-/// what a worker decoding only these ids sends. The last one finishes if `finish`.
-fn cumulative(tok: &Tokenizer, ids: &[u32], stop: &str, finish: bool) -> Vec<Value> {
-    (1..=ids.len())
-        .map(|n| {
-            let done = finish && n == ids.len();
-            let reason = done.then(|| json!({"type": "length", "length": n}));
-            json!({"text": worker_text(tok, &ids[..n], stop), "output_ids": &ids[..n],
-                   "meta_info": {"prompt_tokens": 5, "completion_tokens": n, "finish_reason": reason}})
-        })
-        .collect()
-}
-
 /// Streams a chat whose answer is `answer`'s ids, with stop string `stop`: the first worker dies
 /// right after the first ids whose decode ends with `cut_after`, another one continues. The
 /// workers hold back text as if their stop string were `worker_stop`. Returns the client's
@@ -196,12 +168,12 @@ async fn migrated(
     let reply: scripted::Reply = Arc::new(move |req: &Value| {
         if req["rid"].as_str().is_some_and(|r| r.ends_with("-m1")) {
             scripted::body(
-                cumulative(&tok, &rest, &stop_owned, true),
+                scripted::cumulative(&tok, &rest, &stop_owned, true),
                 scripted::End::Done,
             )
         } else {
             scripted::body(
-                cumulative(&tok, &first, &stop_owned, false),
+                scripted::cumulative(&tok, &first, &stop_owned, false),
                 scripted::End::Reset,
             )
         }

@@ -197,9 +197,18 @@ async fn a_relayed_stream_with_n_choices_and_logprobs_is_intact() {
         }),
     ))
     .await;
+    // Forwarded as it is only by an OpenAI-backend gateway (an SGLang one generates the choices
+    // itself, see `openai_choices`).
     let gw = support::gateway(
         &[],
-        &["--worker-urls", &worker, "--load-poll-interval-ms", "0"],
+        &[
+            "--worker-urls",
+            &worker,
+            "--load-poll-interval-ms",
+            "0",
+            "--backend",
+            "openai",
+        ],
     )
     .await;
     support::ready(&gw).await;

@@ -1,6 +1,6 @@
 //! `n > 1` on the simulator's OpenAI routes: n different generations by `index`, usage with the
-//! prompt once and the completions summed (SGLang's `serving_chat` / `serving_completions`), and
-//! the gateway relaying all of them intact.
+//! prompt once and the completions summed (SGLang's `serving_chat` / `serving_completions`).
+//! (The gateway generates the choices itself on `/generate`: `openai_choices`.)
 
 use crate::support::{self, MODEL};
 
@@ -148,12 +148,4 @@ async fn n_choices_from_the_sim() {
         check_whole(&sim.url).await;
         check_stream(&sim.url).await;
     }
-}
-
-#[tokio::test]
-async fn gateway_relays_n_choices_intact() {
-    let sim = support::sim(&["--zero-latency"]).await;
-    let gw = support::gateway(&[&sim], &[]).await;
-    check_whole(&gw.url).await;
-    check_stream(&gw.url).await;
 }

@@ -1,6 +1,6 @@
 """Drives a Switchboard gateway (or any OpenAI-compatible server) with the official
 OpenAI SDK: chat and completions, streamed and not, with and without usage
-chunks, plus a stop string. Relies on the simulator being deterministic per
+chunks, plus a stop string and n = 2 choices. Relies on the simulator being deterministic per
 prompt, so a streamed answer must equal the non-streamed one.
 
 Usage: openai_sdk_check.py BASE_URL MODEL [CA_FILE]
@@ -83,6 +83,44 @@ class Runner:
         return "".join(parts), finish, usage
 
 
+def check_choices(r, kind, prompt, text, prompt_tokens, n=2):
+    """n choices, whole and streamed, as the SDK parses them: each choice by its index is the
+    deterministic sim's answer; usage counts the prompt once and sums the completions."""
+    kw = dict(model=r.model, max_tokens=MAX_TOKENS, n=n)
+    create = (lambda **k: r.client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **k)) if kind == "chat" else (
+        lambda **k: r.client.completions.create(prompt=prompt, **k)
+    )
+    what = f"{kind} n={n}"
+    r.requests += 2
+    try:
+        whole = create(**kw)
+        chunks = list(create(stream=True, stream_options={"include_usage": True}, **kw))
+    except OpenAIError as e:
+        raise CheckFailed(f"{what}: the SDK raised {type(e).__name__}: {e}") from e
+    check([c.index for c in whole.choices] == list(range(n)), f"{what}: choices {whole.choices}")
+    for c in whole.choices:
+        got = c.message.content if kind == "chat" else c.text
+        check(got == text, f"{what}: choice {c.index} is {got!r}, want {text!r}")
+        check(c.finish_reason == "length", f"{what}: finish_reason {c.finish_reason!r}")
+    check(whole.usage.prompt_tokens == prompt_tokens, f"{what}: prompt counted once: {whole.usage}")
+    check(whole.usage.completion_tokens == n * MAX_TOKENS, f"{what}: completions summed: {whole.usage}")
+    texts, finishes, ids = {}, {}, set()
+    for chunk in chunks[:-1]:
+        ids.add(chunk.id)
+        for c in chunk.choices:
+            piece = c.delta.content if kind == "chat" else c.text
+            texts[c.index] = texts.get(c.index, "") + (piece or "")
+            if c.finish_reason is not None:
+                check(c.index not in finishes, f"{what}: two finish reasons for choice {c.index}")
+                finishes[c.index] = c.finish_reason
+    check(len(ids) == 1, f"{what}: chunk ids differ: {ids}")
+    check(texts == {i: text for i in range(n)}, f"{what}: streamed choices {texts}")
+    check(finishes == {i: "length" for i in range(n)}, f"{what}: finish reasons {finishes}")
+    last = chunks[-1]
+    check(last.choices == [] and last.usage is not None, f"{what}: the last chunk is not the usage: {last}")
+    check(last.usage.completion_tokens == n * MAX_TOKENS, f"{what}: streamed usage {last.usage}")
+
+
 def check_usage(what, usage, max_tokens, prompt_tokens=None):
     check(usage.prompt_tokens > 0, f"{what}: prompt_tokens {usage.prompt_tokens}")
     check(usage.completion_tokens == max_tokens, f"{what}: completion_tokens {usage.completion_tokens} != max_tokens {max_tokens}")
@@ -132,6 +170,7 @@ def main():
             st_text, st_finish, _ = r.run(kind, prompt, stream=stream, stop=[word])
             check(st_text == expected, f"{what}: got {st_text!r}, want the prefix before the stop word {expected!r}")
             check(st_finish == "stop", f"{what}: finish_reason {st_finish!r}, want 'stop'")
+        check_choices(r, kind, prompt, text, usage.prompt_tokens)
         summary[kind] = {"text": text, "prompt_tokens": usage.prompt_tokens, "stop_word": word}
     summary["requests"] = r.requests
     summary["ok"] = True

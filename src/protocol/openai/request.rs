@@ -166,6 +166,3 @@ impl WithSampling for CompletionRequest {
         self.extensions = extensions;
     }
 }
-
-/// Extensions a client may send that change nothing about the generation.
-pub const HARMLESS_EXTENSIONS: &[&str] = &["rid", "return_cached_tokens_details"];

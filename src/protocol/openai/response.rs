@@ -26,13 +26,14 @@ impl Usage {
     }
 }
 
+/// `choices`: one `ChatChoice`, or several (a request with `n > 1`).
 #[derive(Debug, Serialize)]
-pub struct ChatCompletion<'a> {
+pub struct ChatCompletion<'a, C = [ChatChoice<'a>; 1]> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: u64,
     pub model: &'a str,
-    pub choices: [ChatChoice<'a>; 1],
+    pub choices: C,
     pub usage: Usage,
 }
 
@@ -71,13 +72,14 @@ pub struct FunctionOut<'a> {
     pub arguments: &'a str,
 }
 
+/// `choices`: one `TextChoice`, or several (`n > 1`, a batch of prompts).
 #[derive(Debug, Serialize)]
-pub struct TextCompletion<'a> {
+pub struct TextCompletion<'a, C = [TextChoice<'a>; 1]> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: u64,
     pub model: &'a str,
-    pub choices: [TextChoice<'a>; 1],
+    pub choices: C,
     pub usage: Usage,
 }
 

@@ -17,6 +17,7 @@ use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
 use crate::models::Served;
 use crate::prepare::Prepared;
+use crate::relay::choices::{self, Choices};
 use crate::relay::format::{Formatter, Kind};
 use crate::relay::generation::Spec;
 use crate::relay::grammar::Grammar;
@@ -135,7 +136,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         Endpoint::Completions
     };
     let p = req.prepared;
-    if p.forward || app.config.backend == BackendKind::Openai {
+    if app.config.backend == BackendKind::Openai {
         let path = if req.kind == Kind::Chat {
             "/v1/chat/completions"
         } else {
@@ -161,9 +162,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         return passthrough::forward(&req.served.relay, forward).await;
     }
     let name = Arc::clone(&req.served.model.name);
-    let format = Formatter::new(req.kind, rid, name, p.include_usage)
-        .with_logprobs(p.logprobs)
-        .with_echo(p.echo.clone());
+    let format = Formatter::new(req.kind, rid, name, p.include_usage).with_logprobs(p.logprobs);
     let native = Native {
         headers: req.headers,
         id: req.id,
@@ -171,7 +170,47 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         endpoint,
         start: req.start,
     };
+    if p.n > 1 || !p.batch.is_empty() {
+        return several_choices(native, p, format).await;
+    }
+    let format = format.with_echo(p.echo.clone());
     native_path(native, p, format).await
+}
+
+/// `n > 1` or a batch of prompts: one generation per choice (`relay::choices`), choice
+/// `prompt * n + sample` with rid `<rid>-c<choice>`, the choice in four digits: SGLang aborts
+/// every rid that starts with the one given, so no choice's rid may start another's.
+async fn several_choices(
+    req: Native<'_>,
+    p: Prepared,
+    format: Formatter,
+) -> Result<Response, GatewayError> {
+    let n = p.n.max(1) as usize;
+    let session = session_key(req.headers, p.user.as_deref()).map(str::to_owned);
+    let prompts =
+        std::iter::once((p.prompt_ids, p.echo)).chain(p.batch.into_iter().map(|b| (b.ids, b.echo)));
+    let mut specs = Vec::new();
+    let mut formats = Vec::new();
+    for (i, (ids, echo)) in prompts.enumerate() {
+        for j in 0..n {
+            let index = i * n + j;
+            specs.push(Spec {
+                rid: format!("{}-c{index:04}", req.id.rid),
+                prompt: ids.clone(),
+                params: p.params.clone(),
+                session_key: session.clone(),
+                logprobs: p.logprobs,
+                prefer: None,
+            });
+            formats.push(format.for_choice(index as u32, echo.clone()));
+        }
+    }
+    let choices = Choices::start(&req.served.relay, specs, n, req.endpoint, req.start).await?;
+    Ok(if p.stream {
+        choices::stream(choices, formats, p.reasoning, p.tool_calls)
+    } else {
+        choices::collect(choices, formats, p.reasoning, p.tool_calls).await
+    })
 }
 
 /// A request on the token-id path, whatever API it came in by.
@@ -196,6 +235,7 @@ pub async fn native_path<G: Grammar>(
         params: p.params,
         session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
         logprobs: p.logprobs,
+        prefer: None,
     };
     let generation = Generation::start(&req.served.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {

@@ -67,6 +67,7 @@ pub async fn translated(
         session_key: session_key(headers, user).map(str::to_owned),
         // gRPC workers are not asked for logprobs yet.
         logprobs: None,
+        prefer: None,
     };
     let generation = Generation::start(&served.relay, spec, Endpoint::Generate, start).await?;
     Ok(if stream {

@@ -1,6 +1,6 @@
 //! The hostile-input corpus: one entry per case, with the exact status the gateway must give.
 //! 4xx answers must carry the OpenAI error shape; 200 is expected only where the input is
-//! actually valid (or is forwarded to the worker's own route, which accepts it). The gateway's
+//! actually valid. The gateway's
 //! own refusals are checked in process (`in_process::hostile_input`); whatever a worker answers
 //! needs a real one (`hostile_input`).
 
@@ -224,8 +224,8 @@ pub fn all() -> Vec<Case> {
         comp("prompt_mixed_list", r#","prompt":["a",1]"#, 400),
         comp("prompt_object", r#","prompt":{"text":"a"}"#, 400),
         comp("prompt_valid_ids", r#","prompt":[1,2,3]"#, 200),
-        // Forwarded to the worker's route; the simulator does not do batches (400, its words).
-        by_worker(comp("prompt_text_batch", r#","prompt":["a","b"]"#, 400)),
+        // One generation per prompt, served by the gateway on `/generate`.
+        comp("prompt_text_batch", r#","prompt":["a","b"]"#, 200),
         comp("prompt_echo_logprobs", r#","prompt":"hi","echo":true,"logprobs":3"#, 400),
         comp("echo_string", r#","prompt":"hi","echo":"x""#, 400),
         comp("suffix_number", r#","prompt":"hi","suffix":5"#, 400),

@@ -11,7 +11,8 @@ use axum::routing::post;
 use axum::Json;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{json, Value};
+use switchboard::tokenize::Tokenizer;
 
 /// One SSE chunk of a `/generate` stream, as the worker sends it.
 pub fn event(chunk: &Value) -> Bytes {
@@ -88,4 +89,31 @@ pub async fn worker(reply: Reply) -> (String, Seen) {
         .route("/generate", post(generate))
         .route("/abort_request", post(abort));
     (super::fake_worker(app).await, seen)
+}
+
+/// The text a worker that decodes these output ids sends: their decode, less a trailing
+/// incomplete character and less a tail that may begin the stop string (both held back).
+pub fn worker_text(tok: &Tokenizer, ids: &[u32], stop: &str) -> String {
+    let text = tok.decode(ids, true).expect("decode");
+    let text = text.trim_end_matches('\u{FFFD}');
+    let held = (1..stop.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| {
+            text.is_char_boundary(text.len() - k) && stop.starts_with(&text[text.len() - k..])
+        })
+        .unwrap_or(0);
+    text[..text.len() - held].to_owned()
+}
+
+/// Cumulative chunks for `ids`, one id a step, as SGLang's default stream sends them; the text is
+/// what a worker decoding only these ids sends. The last one finishes if `finish`.
+pub fn cumulative(tok: &Tokenizer, ids: &[u32], stop: &str, finish: bool) -> Vec<Value> {
+    (1..=ids.len())
+        .map(|n| {
+            let done = finish && n == ids.len();
+            let reason = done.then(|| json!({"type": "length", "length": n}));
+            json!({"text": worker_text(tok, &ids[..n], stop), "output_ids": &ids[..n],
+                   "meta_info": {"prompt_tokens": 5, "completion_tokens": n, "finish_reason": reason}})
+        })
+        .collect()
 }
