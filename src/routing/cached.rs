@@ -2,6 +2,10 @@
 //! worker whose view is in sync; otherwise the approximate index's guess (what this gateway
 //! routed there). The approximate index is neither matched nor taught for covered workers: it
 //! only stands in for them while their views rebuild, learning from then on.
+//!
+//! The exact index also knows how much of a covered worker's KV is free, hence how many cached
+//! tokens a prefill there would evict ([`Cached::evicted`]); for other workers that is unknown
+//! and taken as none.
 
 use std::sync::Arc;
 
@@ -13,6 +17,8 @@ pub struct Cached {
     approx: Vec<(WorkerId, usize)>,
     page_size: usize,
     exact: Option<ExactMatch>,
+    /// Free KV tokens of the covered workers, sorted by id.
+    free: Vec<(WorkerId, usize)>,
 }
 
 impl Cached {
@@ -31,6 +37,15 @@ impl Cached {
         let all_exact = exact
             .as_ref()
             .is_some_and(|e| workers.iter().all(|w| e.covers(w.id)));
+        let free = match (kv, &exact) {
+            (Some(kv), Some(e)) => kv
+                .free_blocks_per_worker()
+                .into_iter()
+                .filter(|(w, _)| e.covers(*w))
+                .map(|(w, blocks)| (w, blocks.saturating_mul(kv.block_size())))
+                .collect(),
+            _ => Vec::new(),
+        };
         Cached {
             approx: if all_exact {
                 Vec::new()
@@ -39,6 +54,7 @@ impl Cached {
             },
             page_size: index.page_size(),
             exact,
+            free,
         }
     }
 
@@ -47,6 +63,16 @@ impl Cached {
             .as_ref()
             .and_then(|e| e.cached_tokens(w))
             .unwrap_or_else(|| pages_for(&self.approx, w) * self.page_size)
+    }
+
+    /// Cached tokens a prefill of `uncached` tokens on `w` evicts: what does not fit in its free
+    /// KV (a radix cache makes room by dropping its least recently used entries). 0 when unknown.
+    pub fn evicted(&self, w: WorkerId, uncached: usize) -> usize {
+        self.free
+            .binary_search_by_key(&w, |e| e.0)
+            .ok()
+            .and_then(|i| self.free.get(i))
+            .map_or(0, |(_, free)| uncached.saturating_sub(*free))
     }
 
     /// The prompt goes to `w`: the exact index credits it until its events arrive when `w` is

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cost(w) = prefill_weight × (prompt_tokens − predicted_cached(w))       the prefill it adds
+//!         + prefill_weight × evicted(w)                                  the cache that evicts
 //!         + max(pending_prefill(w), engine.waiting_uncached_tokens(w))   prefill queued before it
 //!         + decode_weight × max(in_flight(w), engine.running_requests(w)) decode it shares a batch with
 //! ```
@@ -26,6 +27,17 @@
 //! prefix ends up replicated on as many workers as its load needs.
 //! Raise `--decode-weight` to balance harder, lower it to stick harder; scale it with the
 //! shared prefix length (weight ≈ shared tokens ÷ tolerated in-flight gap).
+//!
+//! Why `evicted(w)`: a worker whose KV is full makes room for the tokens it prefills by evicting
+//! its least recently used cached tokens, which a later request may have to prefill again.
+//! Without the term, a request whose home is briefly busy (queueing one cold prompt's prefill is
+//! enough) copies its prefix onto another full worker: this request's prefill is paid once, but
+//! the copy evicts another group's prefix there, whose next request misses and spills in turn
+//! (issue 15's cache-pressure benchmark: 72 % cached against an 83 % ceiling). The term counts
+//! every evicted token as one to prefill again (pessimistic: the victim may be dead, such as a
+//! finished request's own tail), so on full workers a copy costs twice its prefill and a new
+//! prefix prefers a worker with free KV. Known only for workers whose KV events are followed
+//! (their capacity and held blocks); with free KV everywhere it is 0 and changes nothing.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -101,11 +113,14 @@ impl Policy for PrefixCost {
         let mut best: Option<(f64, u64, u64, usize, usize)> = None;
         for i in (0..n).map(|k| (start + k) % n) {
             let w = workers[i];
-            let cached = cached.tokens(w.id).min(prompt);
+            let (cached, evicted) = {
+                let tokens = cached.tokens(w.id).min(prompt);
+                (tokens, cached.evicted(w.id, prompt - tokens))
+            };
             let engine = w.engine_load();
             let queued = w.pending_prefill().max(engine.waiting_uncached_tokens);
             let decode = (w.in_flight() as u64).max(engine.running_requests);
-            let cost = self.prefill_weight * (prompt - cached) as f64
+            let cost = self.prefill_weight * (prompt - cached + evicted) as f64
                 + queued as f64
                 + self.decode_weight * decode as f64;
             let better = best.is_none_or(|(c, d, q, _, _)| (cost, decode, queued) < (c, d, q));
@@ -131,6 +146,8 @@ impl Policy for PrefixCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workers::kv_events::index::Applied;
+    use crate::workers::kv_events::wire::Stored;
     use crate::workers::{EngineLoad, LoadGuard};
 
     fn policy() -> PrefixCost {
@@ -227,6 +244,59 @@ mod tests {
         // 136 pages per prompt: the covered worker's are speculative credits, the other's guesses.
         assert_eq!(p.index().size().entries, 136 * routed[1]);
         assert_eq!(kv.speculative(), 136 * routed[0]);
+    }
+
+    /// An exact index where `ws[i]` holds `held[i]` (whole pages, one chain) in a KV of
+    /// `capacity[i]` blocks.
+    fn kv_holding(ws: &[Arc<Worker>], held: &[Vec<u32>], capacity: &[usize]) -> Arc<KvIndex> {
+        let kv = Arc::new(KvIndex::new(16, 1 << 20));
+        for (i, w) in ws.iter().enumerate() {
+            kv.open_view(w.id, 0, capacity[i]);
+            kv.mark_fresh(w.id, 0, std::time::Instant::now());
+            let pages = (held[i].len() / 16) as i64;
+            let stored = Stored {
+                hashes: (0..pages).map(|p| i as i64 * 100_000 + p).collect(),
+                parent: None,
+                token_ids: held[i].clone(),
+                block_size: 16,
+                device_tier: true,
+            };
+            assert_eq!(kv.store(w.id, 0, &stored), Applied::Indexed);
+        }
+        kv
+    }
+
+    #[test]
+    fn under_kv_pressure_a_briefly_busy_home_keeps_its_prefix() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        // Home (0) has the group cached and one cold prompt's prefill queued; 1 holds another
+        // group. Home: 128 to prefill (evicting 128) + 2,200 queued + 256 decode = 2,712.
+        let _busy = LoadGuard::book(Arc::clone(&ws[0]), 2200);
+        let held = [prompt(3, 0), prompt(4, 0)];
+        // Worker 1 with room to spare: 2,176 to prefill and nothing evicted, so it goes there.
+        let roomy = kv_holding(&ws, &held, &[136, 1000]);
+        let p = policy().with_kv_index(Some(roomy));
+        assert_eq!(pick(&p, &prompt(3, 1), &refs).index, 1);
+        // Worker 1 full: the copy would also evict 2,176 cached tokens there (4,352 in all).
+        let full = kv_holding(&ws, &held, &[136, 136]);
+        let p = policy().with_kv_index(Some(full));
+        let pk = pick(&p, &prompt(3, 1), &refs);
+        assert_eq!((pk.index, pk.predicted_cached), (0, 2048));
+    }
+
+    #[test]
+    fn under_kv_pressure_a_new_prefix_goes_where_kv_is_free() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        // Neither holds group 5. 0 is full and idle; 1 has room and 2 requests decoding.
+        let kv = kv_holding(&ws, &[prompt(3, 0), prompt(4, 0)], &[136, 1000]);
+        let _busy: Vec<_> = (0..2)
+            .map(|_| LoadGuard::book(Arc::clone(&ws[1]), 0))
+            .collect();
+        let p = policy().with_kv_index(Some(kv));
+        // 0: 2,176 + 2,176 evicted; 1: 2,176 + 2 × 256.
+        assert_eq!(pick(&p, &prompt(5, 0), &refs).index, 1);
     }
 
     #[test]

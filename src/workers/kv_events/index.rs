@@ -280,6 +280,20 @@ impl KvIndex {
         out.into_iter().collect()
     }
 
+    /// Free KV blocks per worker with a view (its views' capacities less the blocks they hold;
+    /// unknown capacity counts as unbounded), sorted by worker id.
+    pub fn free_blocks_per_worker(&self) -> Vec<(WorkerId, usize)> {
+        let mut out: Vec<(WorkerId, usize)> = Vec::new();
+        for ((w, _), v) in self.inner.read().views.iter() {
+            let free = v.capacity_blocks.saturating_sub(v.blocks.len());
+            match out.binary_search_by_key(w, |e| e.0) {
+                Ok(i) => out[i].1 = out[i].1.saturating_add(free),
+                Err(i) => out.insert(i, (*w, free)),
+            }
+        }
+        out
+    }
+
     /// One `BlockStored` event: its pages, each chained onto the one before.
     pub fn store(&self, w: WorkerId, rank: u32, ev: &Stored) -> Applied {
         if ev.block_size != self.block_size || !ev.device_tier {
