@@ -32,6 +32,7 @@ pub async fn start(
             request.input_ids,
             request.sampling_params,
             request.rid,
+            request.dp_rank.map(|r| r.rank),
             decoder,
         )
         .await?;

@@ -16,6 +16,7 @@ mod background_work;
 mod config_file;
 mod discovery;
 mod dp;
+mod dp_grpc;
 mod ending;
 mod front_doors;
 mod gateway_core;

@@ -35,7 +35,8 @@ pub struct GrpcStream {
     cached_tokens: Option<u32>,
 }
 
-/// Opens the call; `Generate` answers nothing until the first tokens (or its refusal).
+/// Opens the call (on `dp_rank`, when the worker is routed per rank); `Generate` answers
+/// nothing until the first tokens (or its refusal).
 pub async fn start(
     channels: &Channels,
     worker: &Arc<Origin>,
@@ -43,6 +44,7 @@ pub async fn start(
     input_ids: &[u32],
     params: &SamplingParams,
     rid: &str,
+    dp_rank: Option<u32>,
     decoder: Option<IncrementalDecoder>,
 ) -> Result<GrpcStream, UpstreamError> {
     let mut client = channels.client(worker)?;
@@ -54,6 +56,8 @@ pub async fn start(
         }),
         sampling_params: Some(wire::to_proto(params)),
         stream: true,
+        // A data-parallel worker's rank unit pins the request to its rank.
+        data_parallel_rank: dp_rank.and_then(|r| i32::try_from(r).ok()),
         ..Default::default()
     };
     let stream = client
