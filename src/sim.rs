@@ -304,6 +304,11 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         server_args["disaggregation_bootstrap_port"] = addr.port().into();
         let bootstrap = pd::BootstrapServer {
             rooms: std::sync::Arc::clone(&pd.rooms),
+            parallel: pd::ParallelInfo {
+                dp_size: opts.dp_size.max(1) as usize,
+                follow_bootstrap_room: opts.load_balance_method.resolve(pd.mode)
+                    == dp::LoadBalanceMethod::FollowBootstrapRoom,
+            },
             base_us: opts.pd.disaggregation_transfer_base_us,
             per_token_us: opts.pd.disaggregation_transfer_us_per_token,
             time_scale: if opts.zero_latency {

@@ -30,9 +30,8 @@ pub fn ranks_of(info: &Value) -> Vec<DpRank> {
         return Vec::new();
     }
     let field = RankField::for_version(info.get("version").and_then(Value::as_str));
-    (0..dp.min(MAX_DP_SIZE) as u32)
-        .map(|rank| DpRank { rank, field })
-        .collect()
+    let size = dp.min(MAX_DP_SIZE) as u32;
+    (0..size).map(|rank| DpRank { rank, size, field }).collect()
 }
 
 /// `GetServerInfo` as the `/server_info` fields [`ranks_of`] reads.

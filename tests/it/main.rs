@@ -29,6 +29,7 @@ mod migration;
 mod models;
 mod openai_native;
 mod pd;
+mod pd_dp;
 mod python_clients;
 mod real_engine;
 mod reasoning_gateway;
