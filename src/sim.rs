@@ -304,6 +304,11 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         server_args["disaggregation_bootstrap_port"] = addr.port().into();
         let bootstrap = pd::BootstrapServer {
             rooms: std::sync::Arc::clone(&pd.rooms),
+            parallel: pd::ParallelInfo {
+                dp_size: opts.dp_size.max(1) as usize,
+                follow_bootstrap_room: opts.load_balance_method.resolve(pd.mode)
+                    == dp::LoadBalanceMethod::FollowBootstrapRoom,
+            },
             base_us: opts.pd.disaggregation_transfer_base_us,
             per_token_us: opts.pd.disaggregation_transfer_us_per_token,
             time_scale: if opts.zero_latency {
@@ -315,8 +320,8 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         pd::serve_bootstrap(crate::net::Listener::new(tcp), bootstrap);
     }
     let mut drivers = Vec::new();
-    // What `SubscribeKvEvents` relays (`--grpc-mode`): rank 0's publisher.
-    let mut kv_events_tap = None;
+    // What `SubscribeKvEvents` relays (`--grpc-mode`): every rank's publisher.
+    let mut kv_events_taps = Vec::new();
     for rank in 0..opts.dp_size.max(1) {
         drivers.push(driver::Driver::start(
             Engine::new(config.clone()),
@@ -339,9 +344,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
                 if let Some(d) = drivers.last() {
                     d.publish_kv_events(started.sink);
                 }
-                if rank == 0 {
-                    kv_events_tap = Some(started.tap);
-                }
+                kv_events_taps.push(started.tap);
             }
         }
     }
@@ -374,7 +377,7 @@ pub async fn start_with(opts: SimOptions, model: SimModel) -> Result<SimHandle, 
         scripts: Default::default(),
         pd,
         page_size: page_size.max(1),
-        kv_events_tap,
+        kv_events_taps,
     });
     let (tcp, local) = crate::net::bind(&opts.host, opts.port).await?;
     let faults_state = Arc::clone(&state);

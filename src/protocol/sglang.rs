@@ -7,7 +7,7 @@ mod dp_rank;
 
 pub use bootstrap::Bootstrap;
 pub use client_request::ClientGenerateRequest;
-pub use dp_rank::{DpRank, RankField};
+pub use dp_rank::{DpRank, LegRanks, Pairing, RankField};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -103,9 +103,10 @@ pub struct GenerateRequest<'a> {
     /// Prefill/decode disaggregation: where the decode worker finds the prompt's KV.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<&'a Bootstrap>,
-    /// A data-parallel worker's rank the request runs on (the routing unit's).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub dp_rank: Option<DpRank>,
+    /// A data-parallel worker's rank the request runs on (the routing unit's), and on a PD
+    /// leg the prefill rank that holds the KV.
+    #[serde(flatten)]
+    pub ranks: LegRanks,
 }
 
 fn is_zero(n: &u32) -> bool {

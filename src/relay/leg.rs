@@ -12,7 +12,7 @@ use super::pd;
 use super::retry::{self, Target};
 use crate::error::GatewayError;
 use crate::metrics::Stage;
-use crate::protocol::sglang::{GenerateRequest, SamplingParams};
+use crate::protocol::sglang::{GenerateRequest, LegRanks, Pairing, SamplingParams};
 use crate::routing::RouteRequest;
 use crate::tokenize::IncrementalDecoder;
 use crate::upstream::abort::Abort;
@@ -70,7 +70,15 @@ pub(super) async fn open_leg(
                 return_logprob: logprobs.is_some(),
                 top_logprobs_num: logprobs.unwrap_or(0),
                 bootstrap: dest.prefill.as_ref().map(|p| &p.bootstrap),
-                dp_rank: dest.worker.dp_rank(),
+                ranks: LegRanks {
+                    own: dest.worker.dp_rank(),
+                    pairing: match &dest.prefill {
+                        Some(p) => Pairing::DecodeLeg {
+                            prefill: p.worker.dp_rank(),
+                        },
+                        None => Pairing::Alone,
+                    },
+                },
             };
             let decode = async {
                 let started = Instant::now();
@@ -100,7 +108,10 @@ pub(super) async fn open_leg(
             let origin = &prefill.worker.origin;
             // The same request, on the prefill worker's rank.
             let prefill_request = GenerateRequest {
-                dp_rank: prefill.worker.dp_rank(),
+                ranks: LegRanks {
+                    own: prefill.worker.dp_rank(),
+                    pairing: Pairing::PrefillLeg,
+                },
                 ..request
             };
             let body = crate::upstream::generate::request_body(origin, &prefill_request)?;

@@ -23,7 +23,7 @@ use super::retry::{self, Target, Tried};
 use super::Relay;
 use crate::error::GatewayError;
 use crate::metrics::{Endpoint, Stage};
-use crate::protocol::sglang::DpRank;
+use crate::protocol::sglang::{LegRanks, Pairing};
 use crate::routing::RouteRequest;
 use crate::stream::sse::SseParser;
 use crate::upstream::{first_event, UpstreamError};
@@ -75,7 +75,18 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
                 }
                 None => body,
             };
-            let decode_body = with_rank(&body, dest.worker.dp_rank());
+            let decode_body = with_ranks(
+                &body,
+                LegRanks {
+                    own: dest.worker.dp_rank(),
+                    pairing: match &dest.prefill {
+                        Some(p) => Pairing::DecodeLeg {
+                            prefill: p.worker.dp_rank(),
+                        },
+                        None => Pairing::Alone,
+                    },
+                },
+            );
             let decode = async {
                 let resp = client
                     .post_json(&dest.worker.origin, f.path, decode_body)
@@ -89,7 +100,11 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
                 // The decode worker's bytes are the answer; they carry the prefill's cached
                 // count already (SGLang's decode reports the transferred one).
                 Some(p) => {
-                    let prefill_body = with_rank(&body, p.worker.dp_rank());
+                    let prefill_ranks = LegRanks {
+                        own: p.worker.dp_rank(),
+                        pairing: Pairing::PrefillLeg,
+                    };
+                    let prefill_body = with_ranks(&body, prefill_ranks);
                     Ok(pd::paired(relay, p, f.path, prefill_body, decode).await?.0)
                 }
             }
@@ -264,11 +279,11 @@ fn counts(o: &Observer) -> Usage {
     }
 }
 
-/// The body for a data-parallel worker's rank unit: with the rank named (as sent otherwise, or
-/// when it is not a JSON object).
-fn with_rank(body: &Bytes, rank: Option<DpRank>) -> Bytes {
-    match rank {
-        Some(r) => r.inject(body).map_or_else(|| body.clone(), Bytes::from),
-        None => body.clone(),
+/// The body for a data-parallel worker's rank unit: with its rank fields set (as sent when the
+/// worker is routed whole, or when it is not a JSON object).
+fn with_ranks(body: &Bytes, ranks: LegRanks) -> Bytes {
+    if ranks.own.is_none() {
+        return body.clone();
     }
+    ranks.inject(body).map_or_else(|| body.clone(), Bytes::from)
 }

@@ -44,11 +44,11 @@ impl PrefillPool {
         ports.insert(url.trim_end_matches('/').to_owned(), port);
     }
 
-    /// Fresh bootstrap fields (a new room) pointing at `worker`.
+    /// Fresh bootstrap fields (a new room, on the unit's DP rank) pointing at `worker`.
     pub fn bootstrap(&self, worker: &Worker) -> Bootstrap {
         let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
         let port = ports.get(worker.url()).copied().flatten();
-        Bootstrap::new(worker.origin.host(), port)
+        Bootstrap::new(worker.origin.host(), port, worker.dp_rank())
     }
 
     /// At least one prefill worker passed its health check.

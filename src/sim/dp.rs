@@ -85,15 +85,21 @@ impl Ranks {
         self.drivers.len()
     }
 
-    /// The rank a request runs on: the one it names (already checked by
+    /// The rank a request runs on, and its engine: the one it names (already checked by
     /// [`SglangVersion::check_dp_rank`]), else the controller's choice.
-    pub fn dispatch(&self, requested: Option<i64>, room: Option<u64>) -> &Arc<Driver> {
+    pub fn dispatch(&self, requested: Option<i64>, room: Option<u64>) -> (usize, &Arc<Driver>) {
         let n = self.drivers.len().max(1);
         let rank = match requested.and_then(|r| usize::try_from(r).ok()) {
             Some(r) if r < n => r,
             _ => self.balanced(room),
         };
-        &self.drivers[rank.min(self.drivers.len().saturating_sub(1))]
+        let rank = rank.min(self.drivers.len().saturating_sub(1));
+        (rank, &self.drivers[rank])
+    }
+
+    /// The resolved `--load-balance-method`.
+    pub fn method(&self) -> LoadBalanceMethod {
+        self.method
     }
 
     fn balanced(&self, room: Option<u64>) -> usize {

@@ -16,13 +16,17 @@
 //! Simplification: the prefill engine frees the request's slot and KV at its first token (the
 //! prompt stays in its radix cache); the held room is not counted against its KV pool.
 
+mod ranks;
 mod rooms;
 mod transfer;
 
 use std::time::Duration;
 
+pub use ranks::{await_kv, sender_refusal, Asked};
 pub use rooms::{KvInfo, Rooms};
-pub use transfer::{fetch_kv, serve_bootstrap, Bootstrap as BootstrapServer};
+
+use super::version::SglangVersion;
+pub use transfer::{fetch_kv, parallel_info, serve_bootstrap, Bootstrap as BootstrapServer};
 
 /// `--disaggregation-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
@@ -82,12 +86,56 @@ pub struct Bootstrap {
     pub bootstrap_host: Option<String>,
     pub bootstrap_port: Option<u16>,
     pub bootstrap_room: Option<u64>,
+    /// 0.5.23: the prefill DP rank that holds the KV (0.5.9 has no such field).
+    disagg_prefill_dp_rank: Option<i64>,
 }
 
 impl Bootstrap {
     /// Read leniently: a body that fails this parse fails the route's own parse anyway.
     pub fn of(body: &[u8]) -> Bootstrap {
         serde_json::from_slice(body).unwrap_or_default()
+    }
+
+    /// The prefill rank the request names, as this release reads it.
+    pub fn prefill_rank(&self, version: SglangVersion) -> Option<i64> {
+        match version {
+            SglangVersion::V0_5_9 => None,
+            SglangVersion::V0_5_23 => self.disagg_prefill_dp_rank,
+        }
+    }
+}
+
+/// What the prefill side's bootstrap server tells a decode about its parallelism (SGLang's
+/// `/route?engine_rank=-1`): its DP size and whether its ranks follow the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParallelInfo {
+    pub dp_size: usize,
+    pub follow_bootstrap_room: bool,
+}
+
+impl SglangVersion {
+    /// The prefill rank a decode looks for the room's KV on; `None`: the rank the prefill
+    /// registered with its bootstrap server. 0.5.9 (`CommonKVReceiver`): its own named rank,
+    /// else the room's residue. 0.5.23 (`DecodePreallocQueue._resolve_prefill_dp_rank`): the
+    /// request's `disagg_prefill_dp_rank`, else 0 for one rank, else the residue when the
+    /// prefill follows the room, else the registered rank.
+    pub fn prefill_rank_for_decode(
+        self,
+        named: Option<i64>,
+        hint: Option<i64>,
+        room: u64,
+        prefill: ParallelInfo,
+    ) -> Option<i64> {
+        let residue = (room % prefill.dp_size.max(1) as u64) as i64;
+        match self {
+            SglangVersion::V0_5_9 => Some(named.unwrap_or(residue)),
+            SglangVersion::V0_5_23 => match hint {
+                Some(h) => Some(h),
+                None if prefill.dp_size <= 1 => Some(0),
+                None if prefill.follow_bootstrap_room => Some(residue),
+                None => None,
+            },
+        }
     }
 }
 
@@ -106,6 +154,8 @@ pub enum KvFailure {
     Timeout { secs: f64 },
     /// The prefill side went away while the room was awaited.
     Lost { addr: String },
+    /// The prefill worker has no such DP rank.
+    NoRank { dp_group: i64 },
 }
 
 impl KvFailure {
@@ -123,6 +173,10 @@ impl KvFailure {
                 "transfer",
                 format!("Losing connection with prefill instance (bootstrap_addr: {addr})"),
             ),
+            KvFailure::NoRank { dp_group } => (
+                "handshake",
+                format!("Could not fetch bootstrap info for engine rank: 0 and target_dp_group: {dp_group} and target_pp_rank 0"),
+            ),
         };
         format!("Decode {stage} failed for request rank=0 decode_req.req.rid='{rid}' decode_req.req.bootstrap_room={room} with exception KVTransferError(bootstrap_room={room}): {reason}")
     }
@@ -130,7 +184,22 @@ impl KvFailure {
 
 /// A prefilled room no decode took within the bootstrap timeout (`prefill.py`, 500).
 pub fn prefill_timeout(rid: &str, room: u64, secs: f64) -> String {
-    format!("Prefill bootstrap failed for request rank=0 req.rid='{rid}' req.bootstrap_room={room} with exception KVTransferError(bootstrap_room={room}): Request {room} timed out after {secs:.1}s in KVPoll.Bootstrapping")
+    prefill_failed(
+        rid,
+        room,
+        &format!("Request {room} timed out after {secs:.1}s in KVPoll.Bootstrapping"),
+    )
+}
+
+/// 0.5.23's KV sender on a rank that follows the room, given a request routed to another rank
+/// without `disagg_prefill_dp_rank` (`CommonKVSender.__init__`, 500).
+pub fn room_conflict(rid: &str, room: u64, rank: usize, dp_size: usize) -> String {
+    let implied = room % dp_size.max(1) as u64;
+    prefill_failed(rid, room, &format!("follow_bootstrap_room conflict: dispatched to dp_rank {rank} but bootstrap_room {room} implies dp_rank {implied}. Set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 to allow mixed routing."))
+}
+
+fn prefill_failed(rid: &str, room: u64, reason: &str) -> String {
+    format!("Prefill bootstrap failed for request rank=0 req.rid='{rid}' req.bootstrap_room={room} with exception KVTransferError(bootstrap_room={room}): {reason}")
 }
 
 #[cfg(test)]

@@ -65,8 +65,14 @@ pub struct Run {
 }
 
 enum PdRun {
-    /// Holds the room's KV once prefilled, until a decode takes it.
-    Prefill { room: u64, handed_over: bool },
+    /// Holds the room's KV once prefilled (on its DP rank), until a decode takes it; or fails
+    /// with the KV sender's refusal.
+    Prefill {
+        room: u64,
+        dp_rank: usize,
+        handed_over: bool,
+        refused: Option<String>,
+    },
     /// Waits for the room's KV; the task is stopped when the run goes.
     Decode { transfer: tokio::task::AbortHandle },
 }
@@ -79,6 +85,7 @@ impl Drop for Run {
             Some(PdRun::Prefill {
                 room,
                 handed_over: false,
+                ..
             }) => self.state.pd.rooms.forget(*room),
             Some(PdRun::Decode { transfer }) => transfer.abort(),
             _ => {}
@@ -158,12 +165,18 @@ impl Run {
             Some(ids) => Plan::scripted(&state.tokenizer, &state.vocab, ids, &params),
             None => Plan::new(&state.vocab, &prompt, &params, state.eos_probability),
         };
-        let driver = state.driver.dispatch(dp_rank, room);
+        let (rank, driver) = state.driver.dispatch(dp_rank, room);
         let submitted = match (state.pd.mode, room) {
             (Mode::Decode, Some(room)) => driver
                 .submit_awaiting_kv(&rid, &prompt, &plan.output_ids, state.version.same_rid())
                 .map(|t| {
-                    let transfer = await_kv(state, &t, &rid, room, bootstrap, prompt, &plan);
+                    let asked = pd::Asked {
+                        rid: &rid,
+                        room,
+                        named: dp_rank,
+                        bootstrap,
+                    };
+                    let transfer = pd::await_kv(state, &t, asked, prompt, &plan);
                     (t, Some(PdRun::Decode { transfer }))
                 }),
             _ => driver
@@ -176,7 +189,9 @@ impl Run {
                 .map(|t| {
                     let pd = room.map(|room| PdRun::Prefill {
                         room,
+                        dp_rank: rank,
                         handed_over: false,
+                        refused: pd::sender_refusal(state, &rid, room, rank, bootstrap),
                     });
                     (t, pd)
                 }),
@@ -294,12 +309,22 @@ impl Run {
     /// Prefill role: publishes the room's KV and waits until a decode took it (SGLang answers
     /// a prefill request once its transfer succeeded), or the bootstrap timeout.
     async fn hand_over_kv(&mut self) -> Result<(), String> {
-        let Some(PdRun::Prefill { room, handed_over }) = &mut self.pd else {
+        let Some(PdRun::Prefill {
+            room,
+            dp_rank,
+            handed_over,
+            refused,
+        }) = &mut self.pd
+        else {
             return Ok(());
         };
+        if let Some(message) = refused.take() {
+            return Err(message);
+        }
         let info = KvInfo {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
+            dp_rank: *dp_rank,
         };
         let pd = &self.state.pd;
         let taken = pd.rooms.publish(*room, info);
@@ -417,38 +442,4 @@ impl Run {
     pub fn e2e_latency(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
-}
-
-/// Decode role: fetches the room's KV from the prefill side in the background, then admits the
-/// request to the engine's batch; a failed transfer ends it with SGLang's 500.
-fn await_kv(
-    state: &Arc<SimState>,
-    ticket: &Ticket,
-    rid: &str,
-    room: u64,
-    bootstrap: &Bootstrap,
-    prompt: Vec<u32>,
-    plan: &Plan,
-) -> tokio::task::AbortHandle {
-    let addr = format!(
-        "{}:{}",
-        bootstrap.bootstrap_host.as_deref().unwrap_or("None"),
-        bootstrap
-            .bootstrap_port
-            .map_or_else(|| "None".to_owned(), |p| p.to_string())
-    );
-    let driver = Arc::clone(ticket.driver());
-    let id = ticket.id();
-    let output = plan.output_ids.clone();
-    let timeout = state.pd.waiting_timeout;
-    let rid = rid.to_owned();
-    tokio::spawn(async move {
-        match pd::fetch_kv(&addr, room, timeout).await {
-            Ok(info) => {
-                driver.admit_transferred(id, prompt, output, info.cached_tokens);
-            }
-            Err(failure) => driver.fail(id, failure.message(&rid, room), 500),
-        }
-    })
-    .abort_handle()
 }

@@ -39,8 +39,9 @@ pub struct SimState {
     /// Prefill/decode disaggregation: the role, and the prefill side's rooms.
     pub pd: super::pd::Pd,
     pub page_size: usize,
-    /// `--kv-events-config`'s publisher, for `SubscribeKvEvents` in `--grpc-mode`.
-    pub kv_events_tap: Option<super::kv_events::publisher::Tap>,
+    /// `--kv-events-config`'s publishers, one per DP rank in rank order (none without the
+    /// flag), for `SubscribeKvEvents` in `--grpc-mode`.
+    pub kv_events_taps: Vec<super::kv_events::publisher::Tap>,
 }
 
 #[derive(Debug, Clone, Serialize)]

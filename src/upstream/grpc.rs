@@ -232,6 +232,21 @@ pub async fn loads(
     unary(worker, timeout, call).await
 }
 
+/// `GetServerInfo` under `timeout`.
+pub async fn server_info(
+    channels: &Channels,
+    worker: &Origin,
+    timeout: Duration,
+) -> Result<pb::GetServerInfoResponse, UpstreamError> {
+    let mut client = channels.client(worker)?;
+    unary(
+        worker,
+        timeout,
+        client.get_server_info(pb::GetServerInfoRequest {}),
+    )
+    .await
+}
+
 /// `GetModelInfo` under `timeout`.
 pub async fn model_info(
     channels: &Channels,

@@ -25,16 +25,7 @@ pub async fn start(
 ) -> Result<TokenStream, UpstreamError> {
     if worker.is_grpc() {
         // PD pairs are HTTP workers (their bootstrap fields are `/generate`'s).
-        let s = grpc_generate::start(
-            client.grpc(),
-            worker,
-            &tokenizer,
-            request.input_ids,
-            request.sampling_params,
-            request.rid,
-            decoder,
-        )
-        .await?;
+        let s = grpc_generate::start(client.grpc(), worker, &tokenizer, request, decoder).await?;
         return Ok(TokenStream::Grpc(s));
     }
     let s = generate::start(client, worker, tokenizer, request, decoder).await?;

@@ -3,15 +3,19 @@
 //! the policy sees each rank's load and cache and the chosen rank is named in the request;
 //! without it the worker's own round robin would split every prefix's cache N ways.
 //!
-//! `dp_size` and the release (which names the rank field) are read from `/server_info` each
-//! time the worker becomes healthy, before it takes traffic; a worker that does not answer it
-//! (another engine, a gRPC worker) is routed whole.
+//! `dp_size` and the release (which names the rank field) are read from `/server_info` (a
+//! `grpc://` worker: `GetServerInfo`'s server args and `sglang_version`) each time the worker
+//! becomes healthy, before it takes traffic; a worker that does not answer it (another engine)
+//! is routed whole. A gRPC request names its rank in `GenerateRequest.data_parallel_rank`
+//! whatever the release.
 
 use std::time::Duration;
 
+use prost_types::value::Kind;
 use serde_json::Value;
 
 use super::{Registry, Worker};
+use crate::protocol::grpc::pb;
 use crate::protocol::sglang::{DpRank, RankField};
 use crate::upstream::Client;
 
@@ -26,23 +30,44 @@ pub fn ranks_of(info: &Value) -> Vec<DpRank> {
         return Vec::new();
     }
     let field = RankField::for_version(info.get("version").and_then(Value::as_str));
-    (0..dp.min(MAX_DP_SIZE) as u32)
-        .map(|rank| DpRank { rank, field })
-        .collect()
+    let size = dp.min(MAX_DP_SIZE) as u32;
+    (0..size).map(|rank| DpRank { rank, size, field }).collect()
 }
 
-/// Reads the worker's `/server_info` and sets its rank units accordingly; a failed read leaves
-/// them as they were.
+/// `GetServerInfo` as the `/server_info` fields [`ranks_of`] reads.
+fn grpc_info(info: &pb::GetServerInfoResponse) -> Value {
+    let dp_size = info
+        .server_args
+        .as_ref()
+        .and_then(|a| a.fields.get("dp_size"))
+        .and_then(|v| match v.kind {
+            Some(Kind::NumberValue(n)) if n >= 1.0 => Some(n as u64),
+            _ => None,
+        });
+    serde_json::json!({"dp_size": dp_size, "version": info.sglang_version})
+}
+
+/// Reads the worker's `/server_info` (`GetServerInfo`) and sets its rank units accordingly; a
+/// failed read leaves them as they were.
 pub async fn learn(client: &Client, registry: &Registry, worker: &Worker) {
-    if worker.origin.is_grpc() || !registry.routes_dp_ranks() {
+    if !registry.routes_dp_ranks() {
         return;
     }
-    let info = match client
-        .get(&worker.origin, "/server_info", INFO_TIMEOUT)
-        .await
-    {
-        Ok((status, body)) if status.is_success() => serde_json::from_slice::<Value>(&body).ok(),
-        _ => None,
+    let info = if worker.origin.is_grpc() {
+        crate::upstream::grpc::server_info(client.grpc(), &worker.origin, INFO_TIMEOUT)
+            .await
+            .ok()
+            .map(|i| grpc_info(&i))
+    } else {
+        match client
+            .get(&worker.origin, "/server_info", INFO_TIMEOUT)
+            .await
+        {
+            Ok((status, body)) if status.is_success() => {
+                serde_json::from_slice::<Value>(&body).ok()
+            }
+            _ => None,
+        }
     };
     let Some(info) = info else {
         return;

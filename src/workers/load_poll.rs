@@ -3,7 +3,7 @@
 //! Prometheus gauges on `/metrics` (SGLang's or llama.cpp's); engines with none of them keep
 //! zeros and are routed on the gateway's own bookings alone. A gRPC worker: its `GetLoads` RPC.
 //! A data-parallel worker's rank units each get their own rank's entry of `/v1/loads` (and of
-//! 0.5.9's `/get_load`); the worker itself gets the sum. Parsing: `load_report`.
+//! 0.5.9's `/get_load`; a gRPC worker's: of `GetLoads`); the worker itself gets the sum. Parsing: `load_report`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -88,10 +88,14 @@ async fn poll(
             let r = crate::upstream::grpc::loads(client.grpc(), &worker.origin, timeout)
                 .await
                 .ok()?;
+            let ranks = load_report::grpc_loads_by_rank(&r)
+                .into_iter()
+                .map(|rank| load_report::merge((rank, LoadSource::GrpcGetLoads), None))
+                .collect();
             (
                 (load_report::grpc_loads(&r), LoadSource::GrpcGetLoads),
                 None,
-                Vec::new(),
+                ranks,
             )
         }
         Source::None => return None,

@@ -159,6 +159,26 @@ pub fn grpc_loads(r: &crate::protocol::grpc::pb::GetLoadsResponse) -> Reading {
     }
 }
 
+/// `GetLoads` rank by rank (a data-parallel worker's units), indexed by `dp_rank` (by position
+/// where a rank is out of range).
+pub fn grpc_loads_by_rank(r: &crate::protocol::grpc::pb::GetLoadsResponse) -> Vec<Reading> {
+    let count = |n: i32| Some(n.max(0) as u64);
+    let mut ranks = vec![Reading::default(); r.loads.len()];
+    for (i, l) in r.loads.iter().enumerate() {
+        let at = usize::try_from(l.dp_rank)
+            .ok()
+            .filter(|&d| d < ranks.len())
+            .unwrap_or(i);
+        ranks[at] = Reading {
+            running: count(l.num_running_reqs),
+            waiting: count(l.num_waiting_reqs),
+            waiting_tokens: count(l.num_waiting_uncached_tokens),
+            used_tokens: count(l.num_used_tokens),
+        };
+    }
+    ranks
+}
+
 /// Prometheus gauges that say the same: SGLang's own, or llama.cpp's. Neither has waiting tokens.
 pub fn metrics(text: &str) -> Option<Reading> {
     let sum = |names: &[&str]| metric_sum(text, names);

@@ -203,6 +203,7 @@ mod tests {
         let r = Registry::new(&["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()]).unwrap();
         let rank = |rank| DpRank {
             rank,
+            size: 2,
             field: RankField::RoutedDpRank,
         };
         let before = r.generation();

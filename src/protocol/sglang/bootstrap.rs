@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::DpRank;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Bootstrap {
     pub bootstrap_host: String,
@@ -13,11 +15,22 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    pub fn new(host: &str, port: Option<u16>) -> Bootstrap {
+    /// A new room on the prefill worker at `host`; with the prefill unit's DP rank, a room whose
+    /// residue modulo the worker's `dp_size` is that rank, which is where every release's
+    /// decode looks for the KV when not told otherwise (see `dp_rank`).
+    pub fn new(host: &str, port: Option<u16>, prefill_rank: Option<DpRank>) -> Bootstrap {
+        let mut room = rand::random::<u64>() >> 1;
+        if let Some(r) = prefill_rank.filter(|r| r.size > 1 && r.rank < r.size) {
+            let size = u64::from(r.size);
+            room = room - room % size + u64::from(r.rank);
+            if room > i64::MAX as u64 {
+                room -= size;
+            }
+        }
         Bootstrap {
             bootstrap_host: host.to_owned(),
             bootstrap_port: port,
-            bootstrap_room: rand::random::<u64>() >> 1,
+            bootstrap_room: room,
         }
     }
 
@@ -42,7 +55,21 @@ mod tests {
 
     #[test]
     fn rooms_fit_an_int64_and_fields_are_injected() {
-        let b = Bootstrap::new("10.0.0.2", Some(8998));
+        for rank in 0..3 {
+            let r = super::super::RankField::RoutedDpRank;
+            let on = Bootstrap::new(
+                "h",
+                None,
+                Some(DpRank {
+                    rank,
+                    size: 3,
+                    field: r,
+                }),
+            );
+            assert_eq!(on.bootstrap_room % 3, u64::from(rank));
+            assert!(on.bootstrap_room <= i64::MAX as u64);
+        }
+        let b = Bootstrap::new("10.0.0.2", Some(8998), None);
         assert!(b.bootstrap_room <= i64::MAX as u64);
         let out = b
             .inject(
@@ -57,7 +84,7 @@ mod tests {
         assert_eq!(v["stream"], true);
         assert_eq!(v["rid"], "r1-a");
         assert!(b.inject(b"[1]", None).is_none());
-        let none = Bootstrap::new("h", None).inject(b"{}", None).unwrap();
+        let none = Bootstrap::new("h", None, None).inject(b"{}", None).unwrap();
         assert!(String::from_utf8(none)
             .unwrap()
             .contains("\"bootstrap_port\":null"));

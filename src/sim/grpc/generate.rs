@@ -59,8 +59,17 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
     } else {
         req.request_id
     };
-    let mut run =
-        Run::start(state, "grpc Generate", rid.clone(), prompt, &params).map_err(refusal)?;
+    // The servicer hands the pin to the engine: a data-parallel worker runs it on that rank.
+    let mut run = Run::start_pd(
+        state,
+        "grpc Generate",
+        rid.clone(),
+        prompt,
+        &params,
+        &Default::default(),
+        req.data_parallel_rank.map(i64::from),
+    )
+    .map_err(refusal)?;
     run.set_streaming(req.stream);
     let stream = Streamed {
         run,

@@ -1,6 +1,7 @@
-//! `SubscribeKvEvents` as `smg-grpc-servicer`'s relay (`kv_relay.py`) serves it for SGLang: the
-//! ZMQ publisher's batches under the publisher's own sequence numbers, from the subscription on
-//! (no history: a non-zero `start_sequence_number` is `OUT_OF_RANGE`), the rank on every batch,
+//! `SubscribeKvEvents` as `smg-grpc-servicer`'s relay (`kv_relay.py`) serves it for SGLang: every
+//! DP rank's ZMQ publisher on one stream, each batch under its publisher's own sequence
+//! numbers, from the subscription on (no history: a non-zero `start_sequence_number` is
+//! `OUT_OF_RANGE`), the publisher's rank on every batch,
 //! each event normalized as the relay does a device-cache event (tier `DEVICE`, locality
 //! `LOCAL`, medium `GPU`, event ids counting per stream from 1). A subscriber that falls behind
 //! the tap lost batches the relay could not replay: the stream ends with `DATA_LOSS`, which
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::protocol::grpc::smg::grpc::common;
@@ -19,56 +21,87 @@ use crate::sim::kv_events::wire::{merge, WireEvent};
 use crate::sim::version::SglangVersion;
 
 const MEDIUM_GPU: &str = "GPU";
+/// Batches a call's stream holds from its ranks' forwarders before they wait.
+const FORWARD_BATCHES: usize = 64;
 
 /// What one stream needs to turn the tap's batches into the relay's.
 #[derive(Debug, Clone, Copy)]
 pub struct Relay {
     pub version: SglangVersion,
     pub page_size: usize,
-    pub dp_rank: i32,
 }
 
-/// The stream for one `SubscribeKvEvents` call, or the servicer's refusal.
+/// A rank's batch, or how many batches that rank's subscriber lost.
+type Relayed = Result<(i32, Arc<Published>), u64>;
+
+/// The stream for one `SubscribeKvEvents` call over every rank's tap (`taps[r]` is rank `r`'s
+/// publisher), or the servicer's refusal.
 pub fn subscribe(
-    tap: Option<&Tap>,
+    taps: &[Tap],
     start_sequence_number: u64,
     relay: Relay,
 ) -> Result<BoxStream<'static, Result<common::KvEventBatch, Status>>, Status> {
-    let Some(tap) = tap else {
+    if taps.is_empty() {
         return Err(Status::unimplemented(
             "KV cache events not enabled. Start SGLang with --kv-events-config '{\"publisher\": \"zmq\"}'",
         ));
-    };
+    }
     if start_sequence_number != 0 {
         return Err(Status::out_of_range(
             "KV event replay cursors are per subscription; resubscribe with zero and rebuild",
         ));
     }
-    let state = (tap.subscribe(), 0u64, false);
+    // One forwarder per rank into the call's stream; each subscribes now, so nothing published
+    // after the call is missed, and ends when the call does.
+    let (tx, rx) = mpsc::channel::<Relayed>(FORWARD_BATCHES);
+    for (rank, tap) in taps.iter().enumerate() {
+        let mut sub = tap.subscribe();
+        let tx = tx.clone();
+        let rank = i32::try_from(rank).unwrap_or(i32::MAX);
+        tokio::spawn(async move {
+            loop {
+                let item = match sub.recv().await {
+                    Ok(p) => Ok((rank, p)),
+                    Err(RecvError::Lagged(n)) => Err(n),
+                    Err(RecvError::Closed) => return,
+                };
+                let lost = item.is_err();
+                if tx.send(item).await.is_err() || lost {
+                    return;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let state = (rx, 0u64, false);
     Ok(
         stream::unfold(state, move |(mut rx, mut event_id, ended)| async move {
             if ended {
                 return None;
             }
-            match rx.recv().await {
-                Ok(published) => {
-                    let batch = to_proto(&published, relay, &mut event_id);
+            match rx.recv().await? {
+                Ok((rank, published)) => {
+                    let batch = to_proto(&published, relay, rank, &mut event_id);
                     Some((Ok(batch), (rx, event_id, false)))
                 }
-                Err(RecvError::Lagged(n)) => {
+                Err(n) => {
                     let lost = Status::data_loss(format!(
                         "the subscriber fell {n} KV event batches behind; clear and resubscribe"
                     ));
                     Some((Err(lost), (rx, event_id, true)))
                 }
-                Err(RecvError::Closed) => None,
             }
         })
         .boxed(),
     )
 }
 
-fn to_proto(p: &Arc<Published>, relay: Relay, event_id: &mut u64) -> common::KvEventBatch {
+fn to_proto(
+    p: &Arc<Published>,
+    relay: Relay,
+    dp_rank: i32,
+    event_id: &mut u64,
+) -> common::KvEventBatch {
     let coalesce = relay.version != SglangVersion::V0_5_9;
     let page = relay.page_size.max(1);
     let events = merge(&p.events, page, coalesce)
@@ -85,7 +118,7 @@ fn to_proto(p: &Arc<Published>, relay: Relay, event_id: &mut u64) -> common::KvE
         sequence_number: p.seq,
         timestamp: p.ts,
         events,
-        dp_rank: Some(relay.dp_rank),
+        dp_rank: Some(dp_rank),
         ..Default::default()
     }
 }
@@ -137,20 +170,29 @@ mod tests {
     #[tokio::test]
     async fn relays_batches_from_the_subscription_on_and_ends_lagging_streams() {
         let (tap, _) = broadcast::channel(2);
+        let (rank1, _) = broadcast::channel(2);
         let relay = Relay {
             version: SglangVersion::V0_5_23,
             page_size: 2,
-            dp_rank: 0,
         };
         assert_eq!(
-            subscribe(None, 0, relay).err().map(|s| s.code()),
+            subscribe(&[], 0, relay).err().map(|s| s.code()),
             Some(tonic::Code::Unimplemented)
         );
+        let taps = [tap.clone(), rank1.clone()];
         assert_eq!(
-            subscribe(Some(&tap), 5, relay).err().map(|s| s.code()),
+            subscribe(&taps, 5, relay).err().map(|s| s.code()),
             Some(tonic::Code::OutOfRange)
         );
-        let mut s = subscribe(Some(&tap), 0, relay).unwrap();
+        let mut s = subscribe(&taps, 0, relay).unwrap();
+        // Rank 1's publisher: its own sequence, its rank on the batch.
+        let _ = rank1.send(Arc::new(Published {
+            seq: 0,
+            ts: 1.0,
+            events: vec![BlockEvent::Cleared],
+        }));
+        let b = s.next().await.unwrap().unwrap();
+        assert_eq!((b.sequence_number, b.dp_rank), (0, Some(1)));
         let stored = |hash, parent| BlockEvent::Stored {
             hash,
             parent,
@@ -165,7 +207,7 @@ mod tests {
         assert_eq!((b.sequence_number, b.dp_rank), (3, Some(0)));
         // 0.5.23 merges the chained stores into one event of two blocks.
         assert_eq!(b.events.len(), 2);
-        assert_eq!(b.events[1].event_id, 2);
+        assert_eq!(b.events[1].event_id, 3);
         let Some(common::kv_cache_event::Data::Stored(st)) = &b.events[0].data else {
             panic!("{b:?}")
         };

@@ -142,34 +142,44 @@ impl SglangScheduler for Scheduler {
         }))
     }
 
-    async fn get_loads(&self, _: Request<pb::GetLoadsRequest>) -> Reply<pb::GetLoadsResponse> {
+    async fn get_loads(&self, req: Request<pb::GetLoadsRequest>) -> Reply<pb::GetLoadsResponse> {
         let s = &self.state;
-        let l = s.driver.loads();
-        let load = pb::SchedulerLoad {
-            dp_rank: 0,
-            num_running_reqs: count(l.num_running_reqs),
-            num_waiting_reqs: count(l.num_waiting_reqs),
-            num_total_reqs: count(l.num_running_reqs + l.num_waiting_reqs),
-            num_used_tokens: count(l.num_used_tokens),
-            max_total_num_tokens: count(l.max_total_num_tokens),
-            token_usage: l.token_usage,
-            cache_hit_rate: l.cache_hit_rate,
-            max_running_requests: count(l.max_running_requests),
-            num_waiting_uncached_tokens: count(l.num_waiting_uncached_tokens),
+        let wanted = req.into_inner().dp_rank;
+        // One entry per DP rank (the servicer reads each scheduler's snapshot), the filter
+        // applied before the aggregate, as `GetLoads` does.
+        let loads: Vec<pb::SchedulerLoad> = s
+            .driver
+            .rank_loads()
+            .iter()
+            .filter(|l| wanted.is_none_or(|w| i64::from(w) == l.dp_rank as i64))
+            .map(|l| pb::SchedulerLoad {
+                dp_rank: count(l.dp_rank),
+                num_running_reqs: count(l.num_running_reqs),
+                num_waiting_reqs: count(l.num_waiting_reqs),
+                num_total_reqs: count(l.num_running_reqs + l.num_waiting_reqs),
+                num_used_tokens: count(l.num_used_tokens),
+                max_total_num_tokens: count(l.max_total_num_tokens),
+                token_usage: l.token_usage,
+                cache_hit_rate: l.cache_hit_rate,
+                max_running_requests: count(l.max_running_requests),
+                num_waiting_uncached_tokens: count(l.num_waiting_uncached_tokens),
+                ..Default::default()
+            })
+            .collect();
+        let n = loads.len().max(1) as f64;
+        let aggregate = pb::AggregateMetrics {
+            total_running_reqs: loads.iter().map(|l| l.num_running_reqs).sum(),
+            total_waiting_reqs: loads.iter().map(|l| l.num_waiting_reqs).sum(),
+            total_reqs: loads.iter().map(|l| l.num_total_reqs).sum(),
+            avg_token_usage: loads.iter().map(|l| l.token_usage).sum::<f64>() / n,
             ..Default::default()
         };
         Ok(Response::new(pb::GetLoadsResponse {
             timestamp: super::super::state::unix_now().to_string(),
             version: s.version.as_str().to_owned(),
-            dp_rank_count: 1,
-            aggregate: Some(pb::AggregateMetrics {
-                total_running_reqs: load.num_running_reqs,
-                total_waiting_reqs: load.num_waiting_reqs,
-                total_reqs: load.num_total_reqs,
-                avg_token_usage: load.token_usage,
-                ..Default::default()
-            }),
-            loads: vec![load],
+            dp_rank_count: count(loads.len()),
+            aggregate: Some(aggregate),
+            loads,
         }))
     }
 
@@ -225,10 +235,9 @@ impl SglangScheduler for Scheduler {
         let relay = kv_events::Relay {
             version: s.version,
             page_size: s.page_size,
-            dp_rank: 0,
         };
         let start = req.into_inner().start_sequence_number;
-        kv_events::subscribe(s.kv_events_tap.as_ref(), start, relay).map(Response::new)
+        kv_events::subscribe(&s.kv_events_taps, start, relay).map(Response::new)
     }
 
     async fn load_lo_ra_adapter(

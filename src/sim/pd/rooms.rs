@@ -13,6 +13,8 @@ use tokio::sync::{oneshot, watch};
 pub struct KvInfo {
     pub prompt_tokens: usize,
     pub cached_tokens: usize,
+    /// The DP rank that ran the prefill and holds the KV.
+    pub dp_rank: usize,
 }
 
 struct Slot {
@@ -93,6 +95,7 @@ mod tests {
     const INFO: KvInfo = KvInfo {
         prompt_tokens: 10,
         cached_tokens: 4,
+        dp_rank: 0,
     };
 
     #[tokio::test]

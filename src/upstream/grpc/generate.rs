@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{status_error, Channels, Phase};
 use crate::protocol::grpc::{self as wire, pb};
-use crate::protocol::sglang::{FinishReason, SamplingParams};
+use crate::protocol::sglang::{FinishReason, GenerateRequest};
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use crate::upstream::generate::Delta;
 use crate::upstream::{Origin, UpstreamError};
@@ -35,25 +35,27 @@ pub struct GrpcStream {
     cached_tokens: Option<u32>,
 }
 
-/// Opens the call; `Generate` answers nothing until the first tokens (or its refusal).
+/// Opens the call for `sent` (pinned to its rank unit's rank, if any); `Generate` answers
+/// nothing until the first tokens (or its refusal).
 pub async fn start(
     channels: &Channels,
     worker: &Arc<Origin>,
     tokenizer: &Tokenizer,
-    input_ids: &[u32],
-    params: &SamplingParams,
-    rid: &str,
+    sent: &GenerateRequest<'_>,
     decoder: Option<IncrementalDecoder>,
 ) -> Result<GrpcStream, UpstreamError> {
     let mut client = channels.client(worker)?;
+    let params = sent.sampling_params;
     let request = pb::GenerateRequest {
-        request_id: rid.to_owned(),
+        request_id: sent.rid.to_owned(),
         tokenized: Some(pb::TokenizedInput {
             original_text: String::new(),
-            input_ids: input_ids.to_vec(),
+            input_ids: sent.input_ids.to_vec(),
         }),
         sampling_params: Some(wire::to_proto(params)),
         stream: true,
+        // A data-parallel worker's rank unit pins the request to its rank.
+        data_parallel_rank: sent.ranks.own.and_then(|r| i32::try_from(r.rank).ok()),
         ..Default::default()
     };
     let stream = client

@@ -9,7 +9,8 @@
 //! it rebuilds from live events for `--kv-events-rebuild-secs`. `load_only` batches carry no
 //! events and move no cursor; a state snapshot (`KvSnapshotChunk`) replaces the view. A worker
 //! without events (`UNIMPLEMENTED`) is asked again every 30 s. `page_size`, `dp_size` and
-//! `max_total_num_tokens` come from `GetServerInfo`.
+//! `max_total_num_tokens` come from `GetServerInfo`. A data-parallel worker routed per rank has
+//! each rank's batches indexed under that rank's unit, as its ZMQ publishers' would be.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use super::wire::{Event, Stored};
 use crate::protocol::grpc::pb;
 use crate::protocol::grpc::smg::grpc::common;
 use crate::upstream::grpc::Channels;
-use crate::workers::Worker;
+use crate::workers::{Worker, WorkerId};
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
@@ -35,6 +36,10 @@ const MAIN_ATTENTION_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sin
 
 pub(super) struct GrpcFollow {
     pub worker: Arc<Worker>,
+    /// A data-parallel worker's rank units: each rank's batches are indexed under its unit.
+    pub units: Option<Arc<[Arc<Worker>]>>,
+    /// Data-parallel workers are routed per rank (their units are due if not made yet).
+    pub per_rank: bool,
     pub channels: Channels,
     pub index: Arc<KvIndex>,
     pub metrics: Arc<KvEventMetrics>,
@@ -61,6 +66,11 @@ impl GrpcFollow {
                 "kv events: the worker's page size differs from --prefix-page-size; routing it on the approximate index");
             return;
         }
+        if shape.ranks > 1 && self.per_rank && self.units.is_none() {
+            // Its rank units are not made yet: the reconcile loop starts over once they are
+            // (a subscription now would be cut then, and the stream has no history to resume).
+            return;
+        }
         loop {
             let Ok(mut client) = self.channels.client(&self.worker.origin) else {
                 return;
@@ -78,11 +88,24 @@ impl GrpcFollow {
                 }
                 Err(s) if s.code() == tonic::Code::Unimplemented => {
                     self.index.drop_worker(self.worker.id);
+                    for unit in self.units.iter().flat_map(|u| u.iter()) {
+                        self.index.drop_worker(unit.id);
+                    }
                     tokio::time::sleep(REDISCOVER_EVERY).await;
                 }
                 Err(_) => tokio::time::sleep(RETRY_EVERY).await,
             }
         }
+    }
+
+    /// The id a rank's blocks are indexed under: its unit's, or the worker's when it is routed
+    /// whole.
+    fn unit_of(&self, rank: u32) -> WorkerId {
+        self.units
+            .iter()
+            .flat_map(|u| u.iter())
+            .find(|u| u.dp_rank().is_some_and(|r| r.rank == rank))
+            .map_or(self.worker.id, |u| u.id)
     }
 
     async fn shape(&self) -> Option<Shape> {
@@ -118,9 +141,9 @@ impl GrpcFollow {
         mut stream: tonic::Streaming<common::KvEventBatch>,
         shape: &Shape,
     ) -> String {
-        let w = self.worker.id;
         for rank in 0..shape.ranks {
-            self.index.open_view(w, rank, shape.capacity_blocks);
+            self.index
+                .open_view(self.unit_of(rank), rank, shape.capacity_blocks);
         }
         // Per rank: the next sequence expected.
         let mut cursors: HashMap<u32, u64> = HashMap::new();
@@ -138,7 +161,8 @@ impl GrpcFollow {
         };
         // Nothing reaches the views until the next subscription: not in sync meanwhile.
         for rank in cursors.keys().copied().chain(0..shape.ranks) {
-            self.index.open_view(w, rank, shape.capacity_blocks);
+            self.index
+                .open_view(self.unit_of(rank), rank, shape.capacity_blocks);
         }
         ended
     }
@@ -158,9 +182,9 @@ impl GrpcFollow {
             .unwrap_or(0);
         if rank >= shape.ranks && !cursors.contains_key(&rank) {
             self.index
-                .open_view(self.worker.id, rank, shape.capacity_blocks);
+                .open_view(self.unit_of(rank), rank, shape.capacity_blocks);
         }
-        let (w, seq) = (self.worker.id, batch.sequence_number);
+        let (w, seq) = (self.unit_of(rank), batch.sequence_number);
         let view = View {
             index: &self.index,
             metrics: &self.metrics,

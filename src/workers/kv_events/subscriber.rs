@@ -84,13 +84,15 @@ pub fn spawn(
                 if w.origin.is_grpc() {
                     let follow = super::grpc_source::GrpcFollow {
                         worker: Arc::clone(w),
+                        units: registry.units_of(w.id),
+                        per_rank: registry.routes_dp_ranks(),
                         channels: client.grpc().clone(),
                         index: Arc::clone(&index),
                         metrics: Arc::clone(&metrics),
                         rebuild: settings.rebuild,
                     };
-                    // gRPC workers are routed whole (no rank units).
-                    tasks.insert(w.id, (Vec::new(), tokio::spawn(follow.run())));
+                    let units = unit_ids(&registry, w.id);
+                    tasks.insert(w.id, (units, tokio::spawn(follow.run())));
                     continue;
                 }
                 let follow = Follow {

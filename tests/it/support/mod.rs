@@ -274,13 +274,20 @@ pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
 /// (for `--worker-urls`), `metrics_url` its HTTP side port (`/metrics`, `/sim/faults`,
 /// `/sim/requests`, `/v1/loads`: what the HTTP helpers read).
 pub async fn grpc_sim(extra: &[&str]) -> Proc {
+    try_grpc_sim(extra)
+        .await
+        .unwrap_or_else(|e| panic!("switchboard sim --grpc-mode {extra:?} {e}"))
+}
+
+/// [`grpc_sim`], with a sim that exited before listening (a port taken) as an error.
+pub async fn try_grpc_sim(extra: &[&str]) -> Result<Proc, String> {
     let mut args: Vec<String> = ["sim", "--grpc-mode", "--enable-metrics", "--port", "0"]
         .map(String::from)
         .to_vec();
     args.extend(extra.iter().map(|s| s.to_string()));
-    let p = start(args, &[], GRPC_SIM_LISTENING).await;
+    let p = try_start(args, &[], GRPC_SIM_LISTENING).await?;
     wait_ok(&format!("{}/health", p.http_url())).await;
-    p
+    Ok(p)
 }
 
 impl Proc {
