@@ -76,16 +76,6 @@ impl Generation {
     async fn start_in(mut exchange: Exchange, spec: Spec) -> Result<Generation, GatewayError> {
         let relay = &Arc::clone(exchange.relay());
         let mut tried = retry::Tried::default();
-        if spec.logprobs.is_some() {
-            // gRPC workers are not asked for logprobs yet: only the HTTP ones can answer.
-            match super::passthrough::grpc_workers(relay, "logprobs") {
-                Ok(grpc) => tried.workers = grpc,
-                Err(e) => {
-                    exchange.hand_back();
-                    return Err(e);
-                }
-            }
-        }
         let mut migrations = 0;
         // Why the last restart was needed: if no worker is left to restart on, that is the
         // client's error, not "no healthy worker".

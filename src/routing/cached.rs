@@ -17,8 +17,6 @@ pub struct Cached {
     approx: Vec<(WorkerId, usize)>,
     page_size: usize,
     exact: Option<ExactMatch>,
-    /// Free KV tokens of the covered workers, sorted by id.
-    free: Vec<(WorkerId, usize)>,
 }
 
 impl Cached {
@@ -37,15 +35,6 @@ impl Cached {
         let all_exact = exact
             .as_ref()
             .is_some_and(|e| workers.iter().all(|w| e.covers(w.id)));
-        let free = match (kv, &exact) {
-            (Some(kv), Some(e)) => kv
-                .free_blocks_per_worker()
-                .into_iter()
-                .filter(|(w, _)| e.covers(*w))
-                .map(|(w, blocks)| (w, blocks.saturating_mul(kv.block_size())))
-                .collect(),
-            _ => Vec::new(),
-        };
         Cached {
             approx: if all_exact {
                 Vec::new()
@@ -54,7 +43,6 @@ impl Cached {
             },
             page_size: index.page_size(),
             exact,
-            free,
         }
     }
 
@@ -68,11 +56,10 @@ impl Cached {
     /// Cached tokens a prefill of `uncached` tokens on `w` evicts: what does not fit in its free
     /// KV (a radix cache makes room by dropping its least recently used entries). 0 when unknown.
     pub fn evicted(&self, w: WorkerId, uncached: usize) -> usize {
-        self.free
-            .binary_search_by_key(&w, |e| e.0)
-            .ok()
-            .and_then(|i| self.free.get(i))
-            .map_or(0, |(_, free)| uncached.saturating_sub(*free))
+        self.exact
+            .as_ref()
+            .and_then(|e| e.free_tokens(w))
+            .map_or(0, |free| uncached.saturating_sub(free))
     }
 
     /// The prompt goes to `w`: the exact index credits it until its events arrive when `w` is

@@ -74,15 +74,12 @@ impl Logprobs {
     }
 
     fn token(&self, id: u32, position: usize) -> Token {
-        let logprob = sampled_logprob(id, position);
-        let vocab = self.tokenizer.vocab_size().max(1) as u64;
-        let top = (0..self.top)
-            .map(|j| {
-                let other = (u64::from(id) + j as u64 * 7919) % vocab;
-                (self.text(other as u32), logprob - 0.5 * j as f64)
-            })
+        let vocab = self.tokenizer.vocab_size();
+        let top = top_tokens(id, position, self.top, vocab)
+            .into_iter()
+            .map(|(other, logprob)| (self.text(other), logprob))
             .collect();
-        (self.text(id), logprob, top)
+        (self.text(id), sampled_logprob(id, position), top)
     }
 
     fn text(&self, id: u32) -> String {
@@ -94,6 +91,19 @@ pub fn sampled_logprob(id: u32, position: usize) -> f64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (id, position).hash(&mut h);
     -((h.finish() % 3000) as f64) / 1000.0
+}
+
+/// The `top` most likely tokens at output `position` where `id` was sampled: `id` first, then
+/// other vocabulary tokens, each 0.5 less likely than the one before.
+pub fn top_tokens(id: u32, position: usize, top: usize, vocab: usize) -> Vec<(u32, f64)> {
+    let logprob = sampled_logprob(id, position);
+    let vocab = vocab.max(1) as u64;
+    (0..top)
+        .map(|j| {
+            let other = (u64::from(id) + j as u64 * 7919) % vocab;
+            (other as u32, logprob - 0.5 * j as f64)
+        })
+        .collect()
 }
 
 /// `/generate`'s `return_logprob`: `[logprob, id, text or null]` per token, cumulative in every
@@ -153,13 +163,10 @@ impl Native {
         if in_prompt && position == 0 {
             return Value::Null;
         }
-        let logprob = sampled_logprob(id, position);
-        let vocab = self.tokenizer.vocab_size().max(1) as u64;
-        let top: Vec<Value> = (0..self.top)
-            .map(|j| {
-                let other = ((u64::from(id) + j as u64 * 7919) % vocab) as u32;
-                self.triple(logprob - 0.5 * j as f64, other)
-            })
+        let vocab = self.tokenizer.vocab_size();
+        let top: Vec<Value> = top_tokens(id, position, self.top, vocab)
+            .into_iter()
+            .map(|(other, logprob)| self.triple(logprob, other))
             .collect();
         Value::Array(top)
     }

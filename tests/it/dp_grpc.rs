@@ -50,7 +50,8 @@ async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
     // Four prefixes, three rounds: each prefix pinned to one rank, every request pinned.
     for round in 0..3 {
         for group in 0..4u32 {
-            let mut ids = prompt(group, 96);
+            // Long enough that the cached prefix outweighs a load report that lags a request.
+            let mut ids = prompt(group, 400);
             ids.extend([9000 + round, 9100 + round]);
             generate(&gw, &ids).await;
         }

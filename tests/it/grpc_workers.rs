@@ -110,9 +110,8 @@ async fn chat_completions_and_generate_through_grpc_workers() {
     assert_eq!(last["meta_info"]["completion_tokens"], 5, "{streamed}");
 
     // What only a worker's own HTTP route can serve has nowhere to go: a clear 400.
-    let mut forwarded = chat("l", 4, false);
-    forwarded["logprobs"] = json!(true);
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &forwarded).await;
+    let forwarded = json!({"input_ids": [5, 6, 7], "return_logprob": true});
+    let r = support::post(format!("{}/generate", gw.url), &forwarded).await;
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "unsupported_on_grpc_workers", "{v}");
@@ -124,13 +123,95 @@ async fn forwarded_requests_go_to_the_http_workers_of_a_mixed_fleet() {
     let (g, h) = (support::grpc_sim(FAST).await, support::sim(FAST).await);
     let gw = support::gateway(&[&g, &h], &["--policy", "round_robin"]).await;
     for i in 0..4 {
-        let mut body = chat(&format!("f{i}"), 4, false);
-        body["logprobs"] = json!(true);
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        let body = json!({"text": format!("f{i}"), "return_logprob": true,
+            "sampling_params": {"max_new_tokens": 4}});
+        let r = support::post(format!("{}/generate", gw.url), &body).await;
         assert_eq!(r.status().as_u16(), 200, "request {i}");
     }
     assert_eq!(sim_requests(&g).await, 0.0, "the gRPC worker got none");
     assert_eq!(sim_requests(&h).await, 4.0);
+}
+
+/// `logprobs` over gRPC (`return_logprob`, `top_logprobs_num` in `GenerateRequest`; the
+/// chunks' `output_logprobs`): the same answer, logprobs included, as from the same sim over
+/// HTTP, whose path is checked against the worker's own OpenAI route — chat and completions,
+/// whole and streamed.
+#[tokio::test]
+async fn logprobs_over_grpc_equal_the_http_workers() {
+    let (g, h) = (support::grpc_sim(FAST).await, support::sim(FAST).await);
+    let via_grpc = support::gateway(&[&g], &[]).await;
+    let via_http = support::gateway(&[&h], &[]).await;
+    let mut chat_body = chat("logprobs please", 6, false);
+    chat_body["logprobs"] = json!(true);
+    chat_body["top_logprobs"] = json!(3);
+    let completion = json!({"model": MODEL, "prompt": "logprobs please", "max_tokens": 6,
+        "logprobs": 2, "ignore_eos": true});
+    for (route, mut body) in [("chat/completions", chat_body), ("completions", completion)] {
+        for stream in [false, true] {
+            body["stream"] = json!(stream);
+            let mut answers = Vec::new();
+            for gw in [&via_grpc, &via_http] {
+                let r = support::post(format!("{}/v1/{route}", gw.url), &body).await;
+                assert_eq!(r.status().as_u16(), 200, "{route} stream={stream}");
+                let text = r.text().await.unwrap_or_default();
+                // Streamed: the logprobs of every chunk, in order; whole: the choice's.
+                let logprobs: Vec<Value> = if stream {
+                    support::sse_data(&text)
+                        .iter()
+                        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                        .map(|v| v["choices"][0]["logprobs"].clone())
+                        .filter(|l| !l.is_null())
+                        .collect()
+                } else {
+                    let v: Value = serde_json::from_str(&text).expect("json");
+                    vec![v["choices"][0]["logprobs"].clone()]
+                };
+                // One entry per token, whatever the chunking was.
+                let entries: Vec<Value> = logprobs
+                    .iter()
+                    .flat_map(|l| match l["content"].as_array() {
+                        Some(content) => content.clone(),
+                        None => (0..l["tokens"].as_array().map_or(0, Vec::len))
+                            .map(|i| {
+                                json!([
+                                    l["tokens"][i],
+                                    l["token_logprobs"][i],
+                                    l["top_logprobs"][i],
+                                    l["text_offset"][i]
+                                ])
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                assert_eq!(entries.len(), 6, "{route} stream={stream}: {text}");
+                answers.push(entries);
+            }
+            // The wire's logprobs are 32-bit floats: equal to the JSON ones to float precision.
+            assert!(
+                close(&json!(answers[0]), &json!(answers[1])),
+                "{route} stream={stream}: {:?} vs {:?}",
+                answers[0],
+                answers[1]
+            );
+        }
+    }
+}
+
+/// Equal JSON, numbers within 1e-5.
+fn close(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => (x - y).abs() <= 1e-5,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| close(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| close(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 #[tokio::test]
@@ -312,7 +393,6 @@ async fn a_grpc_worker_added_at_run_time_serves_and_reports_its_load() {
 async fn a_not_serving_grpc_worker_gets_no_requests() {
     let (a, b) = (support::grpc_sim(FAST).await, support::grpc_sim(FAST).await);
     let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
-    set_faults(&a, json!({"grpc_not_serving": true})).await;
     let healthy = |n: f64| {
         let url = gw.url.clone();
         async move {
@@ -320,6 +400,9 @@ async fn a_not_serving_grpc_worker_gets_no_requests() {
             support::metric_sum(&m, "switchboard_worker_healthy") == n
         }
     };
+    // Both in first: otherwise "one healthy" may be the other one not yet checked.
+    support::eventually("both workers healthy", || healthy(2.0)).await;
+    set_faults(&a, json!({"grpc_not_serving": true})).await;
     support::eventually("the NOT_SERVING worker excluded", || healthy(1.0)).await;
     let before = sim_requests(&a).await;
     for i in 0..4 {

@@ -65,7 +65,8 @@ pub async fn translated(
         prompt: prompt_ids,
         params,
         session_key: session_key(headers, user).map(str::to_owned),
-        // gRPC workers are not asked for logprobs yet.
+        // `return_logprob` is refused above: `relay::native` does not write `meta_info`'s
+        // logprob triples yet.
         logprobs: None,
         prefer: None,
     };

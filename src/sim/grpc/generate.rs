@@ -15,6 +15,7 @@ use tonic::{Code, Status};
 use super::RESET_MARKER;
 use crate::protocol::grpc::{grpc_code, pb};
 use crate::protocol::sglang::FinishReason;
+use crate::sim::logprobs::{sampled_logprob, top_tokens};
 use crate::sim::run::{Run, RunError};
 use crate::sim::state::SimState;
 use crate::sim::validate;
@@ -30,12 +31,16 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
     if prompt.is_empty() {
         return Err(Status::invalid_argument("The input is empty."));
     }
-    if req.return_logprob || req.return_hidden_states {
-        // Not simulated on this wire; refused rather than answered without them.
+    if req.return_hidden_states {
+        // Not simulated; refused rather than answered without them.
         return Err(Status::invalid_argument(
-            "logprobs and hidden states are not simulated over gRPC",
+            "hidden states are not simulated over gRPC",
         ));
     }
+    let logprobs = req.return_logprob.then(|| Logprobs {
+        top: usize::try_from(req.top_logprobs_num).unwrap_or(0),
+        vocab: state.tokenizer.vocab_size(),
+    });
     let params = req
         .sampling_params
         .as_ref()
@@ -76,6 +81,7 @@ pub fn start(state: &Arc<SimState>, req: pb::GenerateRequest) -> Result<Generate
         rid,
         stream: req.stream,
         sent: 0,
+        logprobs,
         complete_next: None,
         over: false,
     };
@@ -101,6 +107,7 @@ struct Streamed {
     stream: bool,
     /// Output ids already sent in chunks.
     sent: usize,
+    logprobs: Option<Logprobs>,
     /// The `complete` due after the last chunk.
     complete_next: Option<pb::GenerateResponse>,
     over: bool,
@@ -149,6 +156,7 @@ impl Streamed {
     fn chunk(&mut self) -> pb::GenerateResponse {
         let ids = self.run.output_ids();
         let new = ids.get(self.sent..).unwrap_or(&[]).to_vec();
+        let output_logprobs = self.logprobs.as_ref().map(|l| l.of(&new, self.sent));
         self.sent = ids.len();
         pb::GenerateResponse {
             request_id: self.rid.clone(),
@@ -158,6 +166,7 @@ impl Streamed {
                     prompt_tokens: count(self.run.prompt_tokens),
                     completion_tokens: count(self.run.produced),
                     cached_tokens: count(self.run.cached_tokens),
+                    output_logprobs,
                     ..Default::default()
                 },
             )),
@@ -192,9 +201,53 @@ impl Streamed {
                     completion_tokens: count(self.run.produced),
                     cached_tokens: count(self.run.cached_tokens),
                     matched_stop,
+                    // Cumulative, as the servicer sends them with `complete`.
+                    output_logprobs: self
+                        .logprobs
+                        .as_ref()
+                        .map(|l| l.of(self.run.output_ids(), 0)),
                     ..Default::default()
                 },
             )),
+        }
+    }
+}
+
+/// `return_logprob`: the sim's modelled logprobs (`sim::logprobs`) for the output tokens.
+struct Logprobs {
+    top: usize,
+    vocab: usize,
+}
+
+impl Logprobs {
+    /// The entries of `ids`, the output tokens from position `first` on.
+    fn of(&self, ids: &[u32], first: usize) -> pb::OutputLogProbs {
+        let positions = ids.iter().enumerate().map(|(i, &id)| (id, first + i));
+        pb::OutputLogProbs {
+            token_logprobs: positions
+                .clone()
+                .map(|(id, p)| sampled_logprob(id, p) as f32)
+                .collect(),
+            token_ids: ids.to_vec(),
+            top_logprobs: if self.top == 0 {
+                Vec::new()
+            } else {
+                positions
+                    .map(|(id, p)| {
+                        let (token_ids, values) =
+                            top_tokens(id, p, self.top, self.vocab).into_iter().fold(
+                                (Vec::new(), Vec::new()),
+                                |(mut ids, mut values), (other, l)| {
+                                    ids.push(other);
+                                    values.push(l as f32);
+                                    (ids, values)
+                                },
+                            );
+                        pb::TopLogProbs { values, token_ids }
+                    })
+                    .collect()
+            },
+            token_ids_logprobs: Vec::new(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::{status_error, Channels, Phase};
 use crate::protocol::grpc::{self as wire, pb};
+use crate::protocol::openai::logprobs::TokenLogprob;
 use crate::protocol::sglang::{FinishReason, GenerateRequest};
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use crate::upstream::generate::Delta;
@@ -33,6 +34,8 @@ pub struct GrpcStream {
     finished: bool,
     /// The prompt's cached count when another worker reported it (overrides the worker's).
     cached_tokens: Option<u32>,
+    /// Decodes the logprob entries' tokens, one id at a time.
+    tokenizer: Arc<Tokenizer>,
 }
 
 /// Opens the call for `sent` (pinned to its rank unit's rank, if any); `Generate` answers
@@ -40,7 +43,7 @@ pub struct GrpcStream {
 pub async fn start(
     channels: &Channels,
     worker: &Arc<Origin>,
-    tokenizer: &Tokenizer,
+    tokenizer: &Arc<Tokenizer>,
     sent: &GenerateRequest<'_>,
     decoder: Option<IncrementalDecoder>,
 ) -> Result<GrpcStream, UpstreamError> {
@@ -54,6 +57,10 @@ pub async fn start(
         }),
         sampling_params: Some(wire::to_proto(params)),
         stream: true,
+        return_logprob: sent.return_logprob,
+        top_logprobs_num: i32::try_from(sent.top_logprobs_num).unwrap_or(i32::MAX),
+        // Output logprobs only: -1 is the last prompt token, as `/generate` defaults it.
+        logprob_start_len: -1,
         // A data-parallel worker's rank unit pins the request to its rank.
         data_parallel_rank: sent.ranks.own.and_then(|r| i32::try_from(r.rank).ok()),
         ..Default::default()
@@ -72,6 +79,7 @@ pub async fn start(
         stopped_here: false,
         finished: false,
         cached_tokens: None,
+        tokenizer: Arc::clone(tokenizer),
     })
 }
 
@@ -110,13 +118,47 @@ impl GrpcStream {
     }
 
     fn chunk(&mut self, c: pb::GenerateStreamChunk) -> Result<Option<Delta>, UpstreamError> {
+        // A chunk's logprobs are its new tokens'.
+        let logprobs = self.logprobs(c.output_logprobs.as_ref(), c.token_ids.len());
         self.take(
             c.token_ids,
             c.completion_tokens,
             c.prompt_tokens,
             c.cached_tokens,
             None,
+            logprobs,
         )
+    }
+
+    /// The entries of the last `new` tokens in `l` (a chunk holds only its own tokens'; the
+    /// `complete` holds every token's).
+    fn logprobs(&self, l: Option<&pb::OutputLogProbs>, new: usize) -> Vec<TokenLogprob> {
+        let Some(l) = l else {
+            return Vec::new();
+        };
+        let text = |id: u32| self.tokenizer.decode(&[id], false).unwrap_or_default();
+        let skip = l.token_logprobs.len().saturating_sub(new);
+        l.token_logprobs
+            .iter()
+            .zip(&l.token_ids)
+            .enumerate()
+            .skip(skip)
+            .map(|(i, (logprob, id))| TokenLogprob {
+                token: text(*id),
+                logprob: f64::from(*logprob),
+                top: l
+                    .top_logprobs
+                    .get(i)
+                    .map(|t| {
+                        t.token_ids
+                            .iter()
+                            .zip(&t.values)
+                            .map(|(id, v)| (text(*id), f64::from(*v)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect()
     }
 
     /// The finish. Its `output_ids` are the last chunk's again (the servicer builds both from
@@ -135,12 +177,14 @@ impl GrpcStream {
         let missing = c.completion_tokens.saturating_sub(have) as usize;
         let start = c.output_ids.len().saturating_sub(missing);
         let new_ids = c.output_ids.get(start..).unwrap_or(&[]).to_vec();
+        let logprobs = self.logprobs(c.output_logprobs.as_ref(), new_ids.len());
         self.take(
             new_ids,
             c.completion_tokens,
             c.prompt_tokens,
             c.cached_tokens,
             Some(finish),
+            logprobs,
         )
     }
 
@@ -151,6 +195,7 @@ impl GrpcStream {
         prompt_tokens: u32,
         cached_tokens: u32,
         mut finish: Option<FinishReason>,
+        logprobs: Vec<TokenLogprob>,
     ) -> Result<Option<Delta>, UpstreamError> {
         let url = &self.worker.url;
         let protocol = |e: crate::tokenize::TokenizeError| UpstreamError::Protocol {
@@ -187,8 +232,7 @@ impl GrpcStream {
             prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.cached_tokens.unwrap_or(cached_tokens),
-            // Not asked of gRPC workers yet.
-            logprobs: Vec::new(),
+            logprobs,
         }))
     }
 

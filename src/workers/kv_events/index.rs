@@ -280,20 +280,6 @@ impl KvIndex {
         out.into_iter().collect()
     }
 
-    /// Free KV blocks per worker with a view (its views' capacities less the blocks they hold;
-    /// unknown capacity counts as unbounded), sorted by worker id.
-    pub fn free_blocks_per_worker(&self) -> Vec<(WorkerId, usize)> {
-        let mut out: Vec<(WorkerId, usize)> = Vec::new();
-        for ((w, _), v) in self.inner.read().views.iter() {
-            let free = v.capacity_blocks.saturating_sub(v.blocks.len());
-            match out.binary_search_by_key(w, |e| e.0) {
-                Ok(i) => out[i].1 = out[i].1.saturating_add(free),
-                Err(i) => out.insert(i, (*w, free)),
-            }
-        }
-        out
-    }
-
     /// One `BlockStored` event: its pages, each chained onto the one before.
     pub fn store(&self, w: WorkerId, rank: u32, ev: &Stored) -> Applied {
         if ev.block_size != self.block_size || !ev.device_tier {
@@ -383,8 +369,20 @@ impl KvIndex {
                 (c.id, pages, slot)
             })
             .collect();
+        // Under the same lock: each covered worker's free KV (its views' capacities less the
+        // blocks they hold; an unknown capacity counts as unbounded).
+        let mut free_blocks: SmallVec<[usize; 8]> = SmallVec::from_elem(0, pages.len());
+        for ((w, _), v) in &inner.views {
+            if let Ok(i) = pages.binary_search_by_key(w, |e| e.0) {
+                let free = v.capacity_blocks.saturating_sub(v.blocks.len());
+                if let Some(f) = free_blocks.get_mut(i) {
+                    *f = f.saturating_add(free);
+                }
+            }
+        }
         (!pages.is_empty()).then(|| ExactMatch {
             pages,
+            free_blocks,
             block_size: self.block_size,
             keys,
         })

@@ -11,6 +11,8 @@ pub struct ExactMatch {
     /// Covered workers, sorted by id, with the pages each matched and the view (slot) that
     /// matched them.
     pub(super) pages: SmallVec<[(WorkerId, u32, Slot); 8]>,
+    /// Free KV blocks of each worker in `pages`, in the same order.
+    pub(super) free_blocks: SmallVec<[usize; 8]>,
     pub(super) block_size: usize,
     pub(super) keys: Vec<u64>,
 }
@@ -20,6 +22,13 @@ impl ExactMatch {
     pub fn cached_tokens(&self, w: WorkerId) -> Option<usize> {
         let i = self.pages.binary_search_by_key(&w, |e| e.0).ok()?;
         self.pages.get(i).map(|e| e.1 as usize * self.block_size)
+    }
+
+    /// Free KV tokens on `w`, or `None` when `w` is not covered.
+    pub fn free_tokens(&self, w: WorkerId) -> Option<usize> {
+        let i = self.pages.binary_search_by_key(&w, |e| e.0).ok()?;
+        let blocks = *self.free_blocks.get(i)?;
+        Some(blocks.saturating_mul(self.block_size))
     }
 
     pub fn covers(&self, w: WorkerId) -> bool {
