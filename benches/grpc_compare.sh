@@ -23,14 +23,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/smg-1.13.0-venv
 OUT=${COMPARE_OUT:-$(mktemp -d /tmp/switchboard-grpc-compare.XXXXXX)}
 mkdir -p "$OUT"
-# A model folder as a real worker has one: the tokenizer files and a config.json. SMG reads the
-# folder the worker reports (GetModelInfo's tokenizer_path) for the model's multimodal config; a
-# folder without config.json makes it look the model up on the Hub, which this machine cannot
-# reach, and the lookup stalls requests by 5 s each.
-TOKENIZER=$OUT/model
-mkdir -p "$TOKENIZER"
-cp "$ROOT"/assets/tokenizers/smollm2-135m-instruct/* "$TOKENIZER"/
-echo '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}' >"$TOKENIZER/config.json"
+# shellcheck source=benches/smg_model.sh
+source "$ROOT/benches/smg_model.sh"
+TOKENIZER=$(smg_model_dir "$OUT/model") # the sims and SMG read one model folder
 SYSTEMS=${COMPARE_SYSTEMS:-"direct switchboard-http switchboard-grpc smg-grpc"}
 
 PIDS=()

@@ -9,7 +9,10 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/smg-1.13.0-venv
-TOKENIZER=$ROOT/assets/tokenizers/smollm2-135m-instruct
+# shellcheck source=benches/smg_model.sh
+source "$ROOT/benches/smg_model.sh"
+MODEL_DIR=$(mktemp -d)
+TOKENIZER=$(smg_model_dir "$MODEL_DIR")
 
 PIDS=()
 stop_all() {
@@ -17,7 +20,7 @@ stop_all() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 }
-trap stop_all EXIT
+trap 'stop_all; rm -rf "$MODEL_DIR"' EXIT
 trap 'exit 130' INT TERM
 
 if [[ ! -x $VENV/bin/smg ]]; then
