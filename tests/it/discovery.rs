@@ -28,14 +28,7 @@ async fn gateway(kube: &FakeKube, extra: &[&str]) -> Proc {
 
 /// The URLs the gateway currently routes to (healthy or not).
 async fn worker_urls(gw: &str) -> BTreeSet<String> {
-    let v: Value = support::client()
-        .get(format!("{gw}/workers"))
-        .send()
-        .await
-        .expect("GET /workers")
-        .json()
-        .await
-        .expect("json");
+    let v = support::workers(gw).await;
     v["workers"]
         .as_array()
         .unwrap_or_else(|| panic!("no workers list in {v}"))

@@ -6,24 +6,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::sim_request_log;
 use crate::support::{self, Proc};
 
 fn prompt(seed: u32, n: u32) -> Vec<u32> {
     (0..n).map(|t| 100 + seed * 500 + t).collect()
-}
-
-async fn workers(gw: &Proc) -> Value {
-    support::client()
-        .get(format!("{}/workers", gw.url))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// `/generate` through the gateway (a gRPC worker gets it as `Generate`).
@@ -42,7 +31,7 @@ async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
     let gw = support::gateway(&[&sim], &["--load-poll-interval-ms", "50"]).await;
     support::ready(&gw).await;
     support::eventually("the worker's four ranks", || async {
-        workers(&gw).await["workers"][0]["dp_ranks"]
+        support::workers(&gw.url).await["workers"][0]["dp_ranks"]
             .as_array()
             .is_some_and(|r| r.len() == 4)
     })
@@ -81,7 +70,7 @@ async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
     let url = format!("{}/generate", sim.http_url());
     let busy = tokio::spawn(async move { support::post(url, &body).await });
     support::eventually("rank 1's running request seen by its unit", || async {
-        let w = workers(&gw).await;
+        let w = support::workers(&gw.url).await;
         let dp = &w["workers"][0]["dp_ranks"];
         dp[1]["engine_load"]["running_requests"] == 1
             && dp[0]["engine_load"]["running_requests"] == 0
@@ -115,7 +104,7 @@ async fn each_grpc_ranks_kv_events_steer_its_prefixes_to_that_rank() {
     let gw = support::gateway(&[&sim], &[]).await;
     support::ready(&gw).await;
     support::eventually("the worker's four ranks", || async {
-        workers(&gw).await["workers"][0]["dp_ranks"]
+        support::workers(&gw.url).await["workers"][0]["dp_ranks"]
             .as_array()
             .is_some_and(|r| r.len() == 4)
     })

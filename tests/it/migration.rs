@@ -15,14 +15,7 @@ async fn set_faults(sim: &Proc, faults: Value) {
 
 /// The gateway's view of its workers (`GET /workers`), in registration order.
 async fn workers(gw: &Proc) -> Vec<Value> {
-    let v: Value = support::client()
-        .get(format!("{}/workers", gw.url))
-        .send()
-        .await
-        .expect("workers")
-        .json()
-        .await
-        .expect("workers json");
+    let v = support::workers(&gw.url).await;
     v["workers"].as_array().cloned().expect("a workers list")
 }
 

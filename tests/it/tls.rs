@@ -260,14 +260,7 @@ async fn discovered_pods_can_be_grpcs_workers() {
     )
     .await;
     support::ready(&gw).await;
-    let workers: serde_json::Value = support::client()
-        .get(format!("{}/workers", gw.url))
-        .send()
-        .await
-        .expect("GET /workers")
-        .json()
-        .await
-        .expect("json");
+    let workers = support::workers(&gw.url).await;
     assert_eq!(
         workers["workers"][0]["url"],
         format!("grpcs://127.0.0.1:{port}"),

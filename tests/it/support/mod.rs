@@ -4,6 +4,7 @@
 pub mod chunking;
 pub mod fake_hub;
 pub mod fake_kube;
+mod gateway_state;
 pub mod llama;
 pub mod pd;
 pub mod phoenix;
@@ -11,6 +12,8 @@ pub mod python;
 pub mod scripted;
 mod sim_state;
 pub mod tls;
+
+pub use gateway_state::{gateway_in_flight, metrics_text, workers};
 
 pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log};
 
@@ -433,30 +436,6 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("timed out waiting for: {what}");
-}
-
-/// The Prometheus text of `url/metrics`.
-pub async fn metrics_text(url: &str) -> String {
-    client()
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text")
-}
-
-/// The gateway's in-flight requests summed over its workers. A missing gauge is a failure,
-/// not a zero (else "back to 0" would hold for a renamed metric).
-pub async fn gateway_in_flight(gw_url: &str) -> f64 {
-    const GAUGE: &str = "switchboard_worker_in_flight_requests";
-    let text = metrics_text(gw_url).await;
-    assert!(
-        text.lines().any(|l| l.starts_with(&format!("{GAUGE}{{"))),
-        "no {GAUGE} in {gw_url}/metrics:\n{text}"
-    );
-    metric_sum(&text, GAUGE)
 }
 
 /// A short streamed chat through `gw`: its status, or why it was not a complete stream.
