@@ -14,6 +14,7 @@ use super::Generation;
 use crate::error::GatewayError;
 use crate::reasoning::{Format, Split, StreamSplitter};
 use crate::tool_calls::{Reading, StreamParser, ToolCall};
+use crate::upstream::generate::Delta;
 
 struct State<G> {
     generation: Generation,
@@ -57,19 +58,7 @@ pub fn respond<G: Grammar>(
             }
             match next {
                 Ok(Some(mut delta)) => {
-                    st.grammar.logprobs(std::mem::take(&mut delta.logprobs));
-                    let finish = delta.finish.as_ref().map(|f| f.openai());
-                    let mut called = false;
-                    if st.reader.active() {
-                        let (split, calls) = st.reader.read(&delta.text, finish.is_some());
-                        split_events(&mut st.grammar, &mut out, &split);
-                        if !calls.is_empty() {
-                            st.grammar.tool_calls(&mut out, &calls);
-                        }
-                        called = !calls.is_empty();
-                    } else {
-                        st.grammar.text(&mut out, &delta.text, finish);
-                    }
+                    let called = st.reader.write_delta(&mut st.grammar, &mut out, &mut delta);
                     if let Some(reason) = &delta.finish {
                         let usage = st.generation.usage();
                         st.grammar
@@ -81,11 +70,7 @@ pub fn respond<G: Grammar>(
                     }
                 }
                 Ok(None) => {
-                    let (split, calls) = st.reader.read("", true);
-                    split_events(&mut st.grammar, &mut out, &split);
-                    if !calls.is_empty() {
-                        st.grammar.tool_calls(&mut out, &calls);
-                    }
+                    st.reader.write(&mut st.grammar, &mut out, "", true);
                     let usage = st.generation.usage();
                     st.grammar.cut(&mut out, &usage);
                     return end(out);
@@ -112,13 +97,47 @@ impl Reader {
     }
 
     /// A parser is on: the text goes through [`Reader::read`].
-    pub(super) fn active(&self) -> bool {
+    fn active(&self) -> bool {
         self.reasoning.is_some() || self.tools.is_some()
+    }
+
+    /// One delta as events: its logprobs, then its text (through the parsers when one is on).
+    /// Whether it held tool calls.
+    pub(super) fn write_delta<G: Grammar>(
+        &mut self,
+        grammar: &mut G,
+        out: &mut Vec<u8>,
+        delta: &mut Delta,
+    ) -> bool {
+        grammar.logprobs(std::mem::take(&mut delta.logprobs));
+        let finish = delta.finish.as_ref().map(|f| f.openai());
+        if !self.active() {
+            grammar.text(out, &delta.text, finish);
+            return false;
+        }
+        self.write(grammar, out, &delta.text, finish.is_some())
+    }
+
+    /// `text` through the parsers as reasoning, content and tool-call events (`last`: what
+    /// they held back goes out too). Whether it held tool calls.
+    pub(super) fn write<G: Grammar>(
+        &mut self,
+        grammar: &mut G,
+        out: &mut Vec<u8>,
+        text: &str,
+        last: bool,
+    ) -> bool {
+        let (split, calls) = self.read(text, last);
+        split_events(grammar, out, &split);
+        if !calls.is_empty() {
+            grammar.tool_calls(out, &calls);
+        }
+        !calls.is_empty()
     }
 
     /// The next text through the parsers: the reasoning and content it makes certain, and at
     /// the `last` text what they held back and the calls.
-    pub(super) fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
+    fn read(&mut self, text: &str, last: bool) -> (Split, Vec<ToolCall>) {
         let mut split = match self.reasoning.as_mut() {
             Some(splitter) => {
                 let mut split = splitter.push(text);
@@ -152,7 +171,7 @@ fn append(split: &mut Split, more: Split) {
 }
 
 /// The reasoning first, then the content, each only when there is some (as SGLang).
-pub(super) fn split_events<G: Grammar>(grammar: &mut G, out: &mut Vec<u8>, split: &Split) {
+fn split_events<G: Grammar>(grammar: &mut G, out: &mut Vec<u8>, split: &Split) {
     if !split.reasoning.is_empty() {
         grammar.reasoning(out, &split.reasoning);
     }

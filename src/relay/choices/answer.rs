@@ -14,7 +14,7 @@ use crate::relay::collect;
 use crate::relay::format::{self, Formatter};
 use crate::relay::grammar::{Ending, Grammar};
 use crate::relay::pump;
-use crate::relay::stream::{split_events, sse_headers, Reader};
+use crate::relay::stream::{sse_headers, Reader};
 use crate::stream::sse;
 use crate::tool_calls::Reading;
 
@@ -74,30 +74,14 @@ pub fn stream(
             };
             match step {
                 Ok(Some(mut delta)) => {
-                    o.format.logprobs(std::mem::take(&mut delta.logprobs));
-                    let finish = delta.finish.as_ref().map(|f| f.openai());
-                    let mut called = false;
-                    if o.reader.active() {
-                        let (split, calls) = o.reader.read(&delta.text, finish.is_some());
-                        split_events(&mut o.format, &mut out, &split);
-                        if !calls.is_empty() {
-                            o.format.tool_calls(&mut out, &calls);
-                        }
-                        called = !calls.is_empty();
-                    } else {
-                        o.format.text(&mut out, &delta.text, finish);
-                    }
+                    let called = o.reader.write_delta(&mut o.format, &mut out, &mut delta);
                     if let Some(reason) = &delta.finish {
                         o.ending = Some(Ending::new(reason, called));
                     }
                 }
                 // Cut without a finish reason: what the parsers held back, and no finish chunk.
                 Ok(None) => {
-                    let (split, calls) = o.reader.read("", true);
-                    split_events(&mut o.format, &mut out, &split);
-                    if !calls.is_empty() {
-                        o.format.tool_calls(&mut out, &calls);
-                    }
+                    o.reader.write(&mut o.format, &mut out, "", true);
                 }
                 Err(e) => {
                     format::error_event(&mut out, &GatewayError::Upstream(e));
