@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::python_literal::literal_eval;
 use super::whole::base_json;
-use super::{Parsed, Reading, Start};
+use super::{Parsed, Reading};
 use crate::reasoning::python_strip;
 use crate::tokenize::python_json_dumps;
 
@@ -27,14 +27,6 @@ static DETAIL: LazyLock<Option<Regex>> =
 static ARG: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"(?s)<arg_key>(.*?)</arg_key>(?:\\n|\s)*<arg_value>(.*?)</arg_value>").ok()
 });
-
-pub fn has_call(text: &str) -> bool {
-    text.contains(CALL_BEGIN)
-}
-
-pub fn start(text: &str) -> Start {
-    Start::first_of(text, &[CALL_BEGIN])
-}
 
 pub fn parse(text: &str, reading: &Reading) -> Option<Parsed> {
     let first = text.find(CALL_BEGIN)?;

@@ -7,8 +7,8 @@
 //! the very start of the text, already sent, stays).
 
 use super::{
-    deepseek, glm45, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, qwen3_coder, tagged,
-    Parsed, ParserKind, Reading, Start,
+    deepseek, gpt_oss, kimi_k2, llama3, mistral, parse_whole, pythonic, tagged, Parsed, ParserKind,
+    Reading, Start,
 };
 use crate::reasoning::python_strip;
 
@@ -77,15 +77,16 @@ impl StreamParser {
 /// Where the family's calls start in the text so far.
 fn start(kind: ParserKind, text: &str) -> Start {
     match kind {
-        ParserKind::Qwen25 | ParserKind::Hermes => tagged::start(kind, text),
+        // Qwen3-Coder's and GLM-4.5's calls open with the same `<tool_call>`.
+        ParserKind::Qwen25 | ParserKind::Hermes | ParserKind::Qwen3Coder | ParserKind::Glm45 => {
+            tagged::start(kind, text)
+        }
         ParserKind::Llama3 => llama3::start(text),
         ParserKind::Mistral => mistral::start(text),
         ParserKind::Pythonic => pythonic::start(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::start(text),
         ParserKind::KimiK2 => kimi_k2::start(text),
-        ParserKind::Qwen3Coder => qwen3_coder::start(text),
         ParserKind::GptOss => gpt_oss::start(text),
-        ParserKind::Glm45 => glm45::start(text),
         // All of a forced output is the calls.
         ParserKind::Forced => Start::At(0),
     }

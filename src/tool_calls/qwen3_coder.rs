@@ -8,7 +8,7 @@
 use serde_json::{Map, Number, Value};
 
 use super::python_literal::literal_eval;
-use super::{Parsed, Reading, Start, ToolCall};
+use super::{Parsed, Reading, ToolCall};
 use crate::reasoning::python_strip;
 use crate::tokenize::python_json_dumps;
 
@@ -18,14 +18,6 @@ const FUNCTION: &str = "<function=";
 const FUNCTION_END: &str = "</function>";
 const PARAMETER: &str = "<parameter=";
 const PARAMETER_END: &str = "</parameter>";
-
-pub fn has_call(text: &str) -> bool {
-    text.contains(CALL_BEGIN)
-}
-
-pub fn start(text: &str) -> Start {
-    Start::first_of(text, &[CALL_BEGIN])
-}
 
 pub fn parse(text: &str, reading: &Reading) -> Option<Parsed> {
     let first = text.find(CALL_BEGIN)?;

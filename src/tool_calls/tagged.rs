@@ -1,6 +1,7 @@
 //! SGLang 0.5.9's `qwen25` (`Qwen25Detector`) and `hermes` (`HermesDetector`): the
 //! `<tool_call>{json}</tool_call>` family. The content is the text before the first block,
-//! stripped; text between and after blocks is dropped, as SGLang drops it.
+//! stripped; text between and after blocks is dropped, as SGLang drops it. `has_call` and
+//! `start` also serve `qwen3_coder` and `glm45`, whose calls open with the same `<tool_call>`.
 
 use serde_json::Value;
 

@@ -21,15 +21,16 @@ pub fn parse_whole(reading: &Reading, text: &str) -> Parsed {
         calls: Vec::new(),
     };
     let has_call = match kind {
-        ParserKind::Qwen25 | ParserKind::Hermes => tagged::has_call(kind, text),
+        // Qwen3-Coder's and GLM-4.5's calls open with the same `<tool_call>`.
+        ParserKind::Qwen25 | ParserKind::Hermes | ParserKind::Qwen3Coder | ParserKind::Glm45 => {
+            tagged::has_call(kind, text)
+        }
         ParserKind::Llama3 => llama3::has_call(text),
         ParserKind::Mistral => mistral::has_call(text),
         ParserKind::Pythonic => pythonic::has_call(text),
         ParserKind::DeepseekV3 | ParserKind::DeepseekV31 => deepseek::has_call(text),
         ParserKind::KimiK2 => kimi_k2::has_call(text),
-        ParserKind::Qwen3Coder => qwen3_coder::has_call(text),
         ParserKind::GptOss => gpt_oss::has_call(text),
-        ParserKind::Glm45 => glm45::has_call(text),
         ParserKind::Forced => false,
     };
     if !has_call {
