@@ -25,17 +25,22 @@ async fn generate(gw: &Proc, ids: &[u32]) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
 }
 
-#[tokio::test]
-async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
-    let sim = support::grpc_sim(&["--dp-size", "4"]).await;
-    let gw = support::gateway(&[&sim], &["--load-poll-interval-ms", "50"]).await;
-    support::ready(&gw).await;
+/// Waits until the gateway is ready and routes the one worker as four rank units.
+async fn four_ranks(gw: &Proc) {
+    support::ready(gw).await;
     support::eventually("the worker's four ranks", || async {
         support::workers(&gw.url).await["workers"][0]["dp_ranks"]
             .as_array()
             .is_some_and(|r| r.len() == 4)
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
+    let sim = support::grpc_sim(&["--dp-size", "4"]).await;
+    let gw = support::gateway(&[&sim], &["--load-poll-interval-ms", "50"]).await;
+    four_ranks(&gw).await;
     // Four prefixes, three rounds: each prefix pinned to one rank, every request pinned.
     for round in 0..3 {
         for group in 0..4u32 {
@@ -102,13 +107,7 @@ async fn each_grpc_ranks_kv_events_steer_its_prefixes_to_that_rank() {
     }
     let sim = sim.expect("a free range of four event ports");
     let gw = support::gateway(&[&sim], &[]).await;
-    support::ready(&gw).await;
-    support::eventually("the worker's four ranks", || async {
-        support::workers(&gw.url).await["workers"][0]["dp_ranks"]
-            .as_array()
-            .is_some_and(|r| r.len() == 4)
-    })
-    .await;
+    four_ranks(&gw).await;
     support::eventually("subscribed", || async {
         gw.logs().contains("kv events: subscribed")
     })
