@@ -10,13 +10,17 @@
 //! - `index`: the exact index, speculative entries, freshness and the memory bound.
 //! - `metrics`: events, batches, gaps, replays, stale workers, blocks per worker.
 //! - `subscriber`: discovery, the SUB socket, sequence checks, replay and rebuild.
+//! - `replay`: asking a publisher's ROUTER socket for the batches a gap lost.
+//! - `view`: one batch's events applied to a (worker, rank) view, whatever the wire.
 //! - `grpc_source`: the same index fed from a `grpc://` worker's `SubscribeKvEvents` stream.
 
 pub mod advertised;
 pub mod grpc_source;
 pub mod index;
 pub mod metrics;
+mod replay;
 pub mod subscriber;
+mod view;
 pub mod wire;
 
 pub use index::{ExactMatch, KvIndex};

@@ -20,7 +20,7 @@ use prost_types::value::Kind;
 
 use super::index::KvIndex;
 use super::metrics::KvEventMetrics;
-use super::subscriber::View;
+use super::view::View;
 use super::wire::{Event, Stored};
 use crate::protocol::grpc::pb;
 use crate::protocol::grpc::smg::grpc::common;

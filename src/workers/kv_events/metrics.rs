@@ -1,6 +1,12 @@
 //! The KV-event subscriptions' Prometheus series.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+use super::index::KvIndex;
+use crate::workers::{Worker, WorkerId};
 
 pub struct KvEventMetrics {
     /// Events applied, by type (`stored`, `removed`, `cleared`, `other`, `orphan`, `skipped`).
@@ -66,5 +72,25 @@ impl KvEventMetrics {
         registry.register(Box::new(m.stale_workers.clone()))?;
         registry.register(Box::new(m.blocks.clone()))?;
         Ok(m)
+    }
+}
+
+impl KvEventMetrics {
+    /// Sets the gauges from the index: stale views, and blocks per worker (by URL; a
+    /// data-parallel worker's ranks add up).
+    pub fn refresh(&self, index: &KvIndex, workers: &[Arc<Worker>]) {
+        let stale = index
+            .workers()
+            .iter()
+            .filter(|(_, covered)| !covered)
+            .count();
+        self.stale_workers.set(stale as i64);
+        self.blocks.reset();
+        let urls: HashMap<WorkerId, &str> = workers.iter().map(|w| (w.id, w.url())).collect();
+        for (id, blocks) in index.blocks_per_worker() {
+            if let Some(url) = urls.get(&id) {
+                self.blocks.with_label_values(&[url]).add(blocks as i64);
+            }
+        }
     }
 }

@@ -26,12 +26,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
-use zeromq::{DealerSocket, Socket, SocketEvent, SocketRecv, SocketSend, SubSocket, ZmqMessage};
+use zeromq::{Socket, SocketEvent, SocketRecv, SubSocket};
 
 use super::advertised::{advertised, EndpointOverride, Publisher};
-use super::index::{Applied, KvIndex};
+use super::index::KvIndex;
 use super::metrics::KvEventMetrics;
-use super::wire::{self, Event};
+use super::replay::{replay, REPLAY_TIMEOUT};
+use super::view::View;
+use super::wire;
 use crate::upstream::Client;
 use crate::workers::{Registry, Worker, WorkerId};
 
@@ -48,7 +50,6 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 const INFO_TIMEOUT: Duration = Duration::from_secs(5);
 /// A worker without a publisher is asked again this often (it may restart with one).
 const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
-const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Starts the reconcile loop.
 pub fn spawn(
@@ -106,7 +107,7 @@ pub fn spawn(
                 let units = unit_ids(&registry, w.id);
                 tasks.insert(w.id, (units, tokio::spawn(follow.run())));
             }
-            update_gauges(&index, &metrics, &registry.routing());
+            metrics.refresh(&index, &registry.routing());
             tokio::time::sleep(RECONCILE_EVERY).await;
         }
     });
@@ -117,24 +118,6 @@ fn unit_ids(registry: &Registry, member: WorkerId) -> Vec<WorkerId> {
         .units_of(member)
         .map(|u| u.iter().map(|w| w.id).collect())
         .unwrap_or_default()
-}
-
-fn update_gauges(index: &KvIndex, metrics: &KvEventMetrics, workers: &[Arc<Worker>]) {
-    let stale = index
-        .workers()
-        .iter()
-        .filter(|(_, covered)| !covered)
-        .count();
-    metrics.stale_workers.set(stale as i64);
-    metrics.blocks.reset();
-    for (id, blocks) in index.blocks_per_worker() {
-        if let Some(w) = workers.iter().find(|w| w.id == id) {
-            metrics
-                .blocks
-                .with_label_values(&[w.url()])
-                .add(blocks as i64); // a data-parallel worker's ranks add up
-        }
-    }
 }
 
 struct Follow {
@@ -407,86 +390,5 @@ impl Rank {
             rebuild: self.rebuild,
         };
         view.apply(&batch.events);
-    }
-}
-
-/// One (worker, rank) view being fed, whatever the events' wire (ZMQ or gRPC).
-pub(super) struct View<'a> {
-    pub index: &'a KvIndex,
-    pub metrics: &'a KvEventMetrics,
-    pub worker: WorkerId,
-    pub rank: u32,
-    pub url: &'a str,
-    pub rebuild: Duration,
-}
-
-impl View<'_> {
-    /// One batch's events, counted by type.
-    pub fn apply(&self, events: &[Event]) {
-        self.metrics.batches.inc();
-        let (w, rank) = (self.worker, self.rank);
-        for ev in events {
-            let kind = match ev {
-                Event::Stored(s) => match self.index.store(w, rank, s) {
-                    Applied::Indexed | Applied::Known => "stored",
-                    Applied::Skipped => "skipped",
-                    Applied::Orphan => "orphan",
-                    Applied::Overflow => {
-                        tracing::warn!(worker = %self.url, "kv events: the view passed its memory bound; rebuilding");
-                        self.index.mark_stale(w, rank, self.rebuild);
-                        "overflow"
-                    }
-                },
-                Event::Removed {
-                    hashes,
-                    device_tier,
-                } => {
-                    if *device_tier {
-                        self.index.remove(w, rank, hashes);
-                    }
-                    "removed"
-                }
-                Event::Cleared => {
-                    self.index.clear_view(w, rank);
-                    "cleared"
-                }
-                Event::Other => "other",
-            };
-            self.metrics.events.with_label_values(&[kind]).inc();
-        }
-    }
-}
-
-/// Asks the ROUTER for every buffered batch from `from`: `(seq, payload)` in order, or `None`
-/// if it did not answer completely in time.
-async fn replay(endpoint: &str, from: u64) -> Option<Vec<(u64, Bytes)>> {
-    let mut dealer = DealerSocket::new();
-    tokio::time::timeout(REPLAY_TIMEOUT, dealer.connect(endpoint))
-        .await
-        .ok()?
-        .ok()?;
-    let request = ZmqMessage::try_from(vec![
-        Bytes::new(),
-        Bytes::copy_from_slice(&from.to_be_bytes()),
-    ])
-    .ok()?;
-    dealer.send(request).await.ok()?;
-    let mut out = Vec::new();
-    loop {
-        let msg = tokio::time::timeout(REPLAY_TIMEOUT, dealer.recv())
-            .await
-            .ok()?
-            .ok()?
-            .into_vec();
-        // [""(, topic), seq, payload]: 0.5.23 adds the topic; the last two frames are the same.
-        let n = msg.len();
-        if n < 3 {
-            return None;
-        }
-        let seq = wire::seq(&msg[n - 2]).ok()?;
-        if seq < 0 {
-            return Some(out);
-        }
-        out.push((seq as u64, msg[n - 1].clone()));
     }
 }
