@@ -118,7 +118,7 @@ pub struct ServeConfig {
     #[arg(long)]
     pub disable_dp_routing: bool,
     /// Milliseconds between polls of each worker's own load report (`/v1/loads`); 0 = off.
-    /// A worker that is idle and unchanged is polled up to 8× less often.
+    /// A worker that is idle and unchanged is polled up to 32× less often.
     #[arg(long, default_value_t = 1000)]
     pub load_poll_interval_ms: u64,
     /// Bearer key for admin routes (`/workers`). Without it they answer only on a loopback listener.

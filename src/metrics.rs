@@ -4,13 +4,15 @@
 //! refused before their model was known count under [`UNROUTED`]).
 
 mod labels;
+pub mod per_worker;
 pub mod timer;
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
 };
 
 pub use labels::{Endpoint, Stage};
+pub use per_worker::WorkerSample;
 pub use timer::RequestTimer;
 
 /// The `model` label of what no configured model can be charged with, with several models (a
@@ -48,10 +50,6 @@ pub struct Metrics {
     /// Tokens workers generated after the client left, until our abort reached them.
     pub tokens_after_client_left: IntCounter,
     upstream_errors: IntCounterVec,
-    pub worker_in_flight: IntGaugeVec,
-    pub worker_healthy: IntGaugeVec,
-    pub worker_breaker_open: IntGaugeVec,
-    pub breaker_transitions: IntCounterVec,
     picks: IntCounterVec,
     prediction_error: Histogram,
     pub prefix_index_tokens: prometheus::IntGauge,
@@ -156,42 +154,6 @@ impl Metrics {
             &["kind"],
         )?;
         registry.register(Box::new(upstream_errors.clone()))?;
-        let worker_in_flight = IntGaugeVec::new(
-            Opts::new(
-                "switchboard_worker_in_flight_requests",
-                "Requests in flight per worker",
-            )
-            .const_label("model", model),
-            &["worker"],
-        )?;
-        registry.register(Box::new(worker_in_flight.clone()))?;
-        let worker_healthy = IntGaugeVec::new(
-            Opts::new(
-                "switchboard_worker_healthy",
-                "1 when the worker is taking traffic",
-            )
-            .const_label("model", model),
-            &["worker"],
-        )?;
-        registry.register(Box::new(worker_healthy.clone()))?;
-        let worker_breaker_open = IntGaugeVec::new(
-            Opts::new(
-                "switchboard_worker_breaker_open",
-                "1 while the worker's circuit breaker is open",
-            )
-            .const_label("model", model),
-            &["worker"],
-        )?;
-        registry.register(Box::new(worker_breaker_open.clone()))?;
-        let breaker_transitions = IntCounterVec::new(
-            Opts::new(
-                "switchboard_worker_breaker_transitions_total",
-                "Circuit breaker openings and closings",
-            )
-            .const_label("model", model),
-            &["worker"],
-        )?;
-        registry.register(Box::new(breaker_transitions.clone()))?;
         let picks = IntCounterVec::new(
             Opts::new(
                 "switchboard_route_picks_total",
@@ -254,8 +216,6 @@ impl Metrics {
             retries,
             migrations,
             discovery_changes,
-            worker_breaker_open,
-            breaker_transitions,
             picks,
             prediction_error,
             prefix_index_tokens,
@@ -284,8 +244,6 @@ impl Metrics {
                 "Requests whose client went away before the end",
             )?,
             upstream_errors,
-            worker_in_flight,
-            worker_healthy,
             registry,
         })
     }
@@ -304,15 +262,11 @@ impl Metrics {
             .inc();
     }
 
-    /// A worker left the set: its series go too, so a fleet that changes does not grow the
-    /// scrape forever (a worker added again starts from zero).
+    /// A worker left the set: its picks go too, so a fleet that changes does not grow the
+    /// scrape forever (a worker added again starts from zero; its other series are written
+    /// from the live workers at scrape time, `per_worker`).
     pub fn forget_worker(&self, worker_url: &str) {
-        let labels = [worker_url];
-        let _ = self.worker_in_flight.remove_label_values(&labels);
-        let _ = self.worker_healthy.remove_label_values(&labels);
-        let _ = self.worker_breaker_open.remove_label_values(&labels);
-        let _ = self.breaker_transitions.remove_label_values(&labels);
-        let _ = self.picks.remove_label_values(&labels);
+        let _ = self.picks.remove_label_values(&[worker_url]);
     }
 
     pub fn pick(&self, worker_url: &str) {
@@ -346,11 +300,14 @@ impl Metrics {
         &self.registry
     }
 
-    pub fn render(&self) -> String {
+    /// The registry's series, then the workers' scrape-time series (`per_worker`).
+    pub fn render(&self, workers: &[WorkerSample]) -> String {
         use prometheus::Encoder;
         let mut out = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
-        String::from_utf8(out).unwrap_or_default()
+        let mut text = String::from_utf8(out).unwrap_or_default();
+        per_worker::render(workers, &mut text);
+        text
     }
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{fleet_state, AppState};
 use crate::error::GatewayError;
+use crate::metrics::WorkerSample;
 use crate::protocol::openai::{ModelCard, ModelList};
 
 fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
@@ -76,18 +77,30 @@ pub async fn readiness(State(app): State<Arc<AppState>>) -> Response {
 }
 
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    for served in app.models.iter() {
-        model_gauges(served);
-    }
+    let fleets: Vec<_> = app.models.iter().map(|s| (s, model_gauges(s))).collect();
+    let samples: Vec<WorkerSample> = fleets
+        .iter()
+        .flat_map(|(served, workers)| {
+            workers.iter().map(|w| WorkerSample {
+                model: &served.model.name,
+                url: w.url(),
+                in_flight: w.in_flight(),
+                healthy: w.is_healthy(),
+                breaker_open: w.breaker.state() == crate::workers::breaker::BreakerState::Open,
+                breaker_transitions: w.breaker.transitions(),
+            })
+        })
+        .collect();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(),
+        app.metrics.render(&samples),
     )
         .into_response()
 }
 
-/// A model's gauges, read from the live counters at scrape time (not kept on the hot path).
-fn model_gauges(served: &crate::models::Served) {
+/// Sets a model's gauges from the live counters at scrape time (not kept on the hot path)
+/// and returns its workers, the prefill pool's too (PD), for their per-worker series.
+fn model_gauges(served: &crate::models::Served) -> Vec<Arc<crate::workers::Worker>> {
     let metrics = served.metrics();
     if let Some(tokens) = served.router().index_tokens() {
         metrics.prefix_index_tokens.set(tokens as i64);
@@ -95,30 +108,17 @@ fn model_gauges(served: &crate::models::Served) {
     metrics
         .tokenizer_cache_bytes
         .set(served.model.tokenizer.cached_bytes() as i64);
-    // PD: the prefill pool's workers too.
     let prefill = served
         .relay
         .prefill
         .as_ref()
         .map(|p| p.router().registry().snapshot());
     let decode = served.router().registry().snapshot();
-    for w in decode.iter().chain(prefill.iter().flat_map(|p| p.iter())) {
-        metrics
-            .worker_in_flight
-            .with_label_values(&[w.url()])
-            .set(w.in_flight() as i64);
-        metrics
-            .worker_healthy
-            .with_label_values(&[w.url()])
-            .set(i64::from(w.is_healthy()));
-        let open = w.breaker.state() == crate::workers::breaker::BreakerState::Open;
-        metrics
-            .worker_breaker_open
-            .with_label_values(&[w.url()])
-            .set(i64::from(open));
-        let transitions = metrics.breaker_transitions.with_label_values(&[w.url()]);
-        transitions.inc_by(w.breaker.transitions().saturating_sub(transitions.get()));
-    }
+    decode
+        .iter()
+        .chain(prefill.iter().flat_map(|p| p.iter()))
+        .cloned()
+        .collect()
 }
 
 /// How long `/server_info` waits for a worker's own `/server_info` and `/metrics`.

@@ -19,7 +19,7 @@
 //!   reached it, its sequence past ours): the view is cleared and replayed from seq 0, or
 //!   rebuilt.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,8 +48,16 @@ pub struct Settings {
 
 const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 const INFO_TIMEOUT: Duration = Duration::from_secs(5);
-/// A worker without a publisher is asked again this often (it may restart with one).
+/// A worker without a publisher is asked again after this (it may restart with one), then
+/// twice as long each time it still has none, up to [`REDISCOVER_MAX`]: at thousands of
+/// workers each ask is a connection and a `/server_info` parse.
 const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+const REDISCOVER_MAX: Duration = Duration::from_secs(300);
+
+/// The wait before asking a publisher-less worker again, after waiting `last`.
+fn next_rediscover(last: Duration) -> Duration {
+    (last * 2).min(REDISCOVER_MAX)
+}
 
 /// Starts the reconcile loop.
 pub fn spawn(
@@ -66,9 +74,10 @@ pub fn spawn(
             HashMap::new();
         loop {
             let workers = registry.snapshot();
+            // A set, not a scan per task: at thousands of workers every second counts.
+            let members: HashSet<WorkerId> = workers.iter().map(|w| w.id).collect();
             tasks.retain(|id, (units, task)| {
-                let live =
-                    workers.iter().any(|w| w.id == *id) && *units == unit_ids(&registry, *id);
+                let live = members.contains(id) && *units == unit_ids(&registry, *id);
                 if !live {
                     task.abort();
                     index.drop_worker(*id);
@@ -144,6 +153,7 @@ impl Follow {
             .overrides
             .iter()
             .find(|o| o.url == self.worker.url());
+        let mut rediscover = REDISCOVER_EVERY;
         let adv = loop {
             let info = match self
                 .client
@@ -157,7 +167,10 @@ impl Follow {
             };
             match info.as_ref().and_then(|i| advertised(i, &host, over)) {
                 Some(adv) => break adv,
-                None if info.is_some() => tokio::time::sleep(REDISCOVER_EVERY).await,
+                None if info.is_some() => {
+                    tokio::time::sleep(rediscover).await;
+                    rediscover = next_rediscover(rediscover);
+                }
                 None => tokio::time::sleep(RECONCILE_EVERY).await,
             }
         };
@@ -390,5 +403,22 @@ impl Rank {
             rebuild: self.rebuild,
         };
         view.apply(&batch.events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_without_a_publisher_is_asked_less_and_less_often() {
+        let mut wait = REDISCOVER_EVERY;
+        let mut waits = vec![wait];
+        for _ in 0..6 {
+            wait = next_rediscover(wait);
+            waits.push(wait);
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [30, 60, 120, 240, 300, 300, 300]);
     }
 }
