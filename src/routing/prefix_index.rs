@@ -38,8 +38,9 @@ use crate::workers::WorkerId;
 const SHARDS: usize = 32;
 
 /// Page key → (worker, its slot in the shard's recency list), sorted by worker; up to two
-/// holders stored inline.
-type PageMap = HashMap<u64, SmallVec<[(WorkerId, usize); 2]>, BuildHasherDefault<PassThrough>>;
+/// holders stored inline. A `u32` slot makes a map entry 32 bytes, so a lookup touches one
+/// cache line, not two (48-byte entries straddle lines).
+type PageMap = HashMap<u64, SmallVec<[(WorkerId, u32); 2]>, BuildHasherDefault<PassThrough>>;
 
 /// How big the index is right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,12 +67,22 @@ impl Shard {
         match holders.binary_search_by_key(&worker, |e| e.0) {
             Ok(i) => {
                 if let Some(e) = holders.get(i) {
-                    self.lru.touch(e.1);
+                    self.lru.touch(e.1 as usize);
                 }
             }
             Err(i) => {
-                holders.insert(i, (worker, self.lru.alloc(key, worker)));
-                self.entries += 1;
+                let slot = self.lru.alloc(key, worker);
+                // Slots are reused, so there are never more than entries (bounded below 2³²).
+                match u32::try_from(slot) {
+                    Ok(s) => {
+                        holders.insert(i, (worker, s));
+                        self.entries += 1;
+                    }
+                    Err(_) => self.lru.release(slot),
+                }
+                if holders.is_empty() {
+                    self.pages.remove(&key);
+                }
             }
         }
     }
@@ -97,7 +108,7 @@ impl Shard {
             holders.retain(|e| {
                 let kept = keep(e.0);
                 if !kept {
-                    lru.release(e.1);
+                    lru.release(e.1 as usize);
                 }
                 kept
             });
@@ -121,7 +132,8 @@ impl PrefixIndex {
     /// `max_tokens` bounds the stored (page, worker) entries × `page_size`.
     pub fn new(page_size: usize, max_tokens: usize) -> PrefixIndex {
         let page_size = page_size.max(1);
-        let shard_budget = (max_tokens / page_size / SHARDS).max(1);
+        // Recency slots are `u32`s: the ceiling (twice the budget) stays below 2³².
+        let shard_budget = (max_tokens / page_size / SHARDS).clamp(1, u32::MAX as usize / 4);
         PrefixIndex {
             page_size,
             shard_budget,
