@@ -17,7 +17,7 @@
 //!   once for all of the prompt's pages in it, not once per page: a lock and its release are
 //!   atomic read-modify-writes that wait for every earlier load, so a lock per page made the
 //!   pages' cache misses into the map (and the recency list) one after another; grouped, the
-//!   misses within a shard overlap (`benches/routing.rs`, about 2× on a 2,176-token prompt).
+//!   misses within a shard overlap (`benches/routing.rs`; docs/benchmarks.md has the figures).
 //! - **Budget.** `max_tokens` bounds the (page, worker) entries × `page_size`, split evenly over
 //!   the shards. Each shard evicts least-recently-inserted entries first (an O(1) linked list,
 //!   `lru`). A prompt's pages are inserted deepest first, so within one prompt the tail ages out before the shared head,
