@@ -97,8 +97,9 @@ impl CacheAware {
 /// equal loads take turns.
 fn least_loaded(loads: &[usize], start: usize, eligible: impl Fn(usize) -> bool) -> Option<usize> {
     let n = loads.len();
-    (0..n)
-        .map(|k| (start + k) % n)
+    // Two ranges, not `(start + k) % n`: no division per worker.
+    (start.min(n)..n)
+        .chain(0..start.min(n))
         .filter(|&i| eligible(i))
         .min_by_key(|&i| loads.get(i).copied().unwrap_or(usize::MAX))
 }

@@ -36,11 +36,32 @@ struct Ring {
 }
 
 impl Ring {
-    fn covers(&self, workers: &[&Arc<Worker>]) -> bool {
-        workers
-            .iter()
-            .all(|w| self.members.binary_search(&w.id).is_ok())
+    /// Whether every candidate owns points; `by_id` sorted by id, so one merge pass.
+    fn covers(&self, by_id: &[(WorkerId, u32)]) -> bool {
+        let mut members = self.members.iter().peekable();
+        by_id.iter().all(|(id, _)| {
+            while members.next_if(|m| *m < id).is_some() {}
+            members.peek().is_some_and(|m| *m == id)
+        })
     }
+}
+
+/// The candidates' ids with their positions, sorted by id (a point's owner is found by binary
+/// search, not a scan of the candidates per point walked), and their total in-flight count:
+/// one pass over the workers.
+fn candidates(workers: &[&Arc<Worker>]) -> (Vec<(WorkerId, u32)>, usize) {
+    let mut total = 0;
+    let mut by_id: Vec<(WorkerId, u32)> = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            total += w.in_flight();
+            (w.id, u32::try_from(i).unwrap_or(u32::MAX))
+        })
+        .collect();
+    // Registry order is mostly id order already: the sort is close to one pass.
+    by_id.sort_unstable();
+    (by_id, total)
 }
 
 pub struct ConsistentHash {
@@ -105,31 +126,38 @@ impl Policy for ConsistentHash {
         if workers.is_empty() {
             return None;
         }
+        let (by_id, total) = candidates(workers);
         let covered = self
             .ring
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .covers(workers);
+            .covers(&by_id);
         if !covered {
             self.rebuild(workers);
         }
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let n = workers.len();
-        let total: usize = workers.iter().map(|w| w.in_flight()).sum();
         let capacity = (self.load_factor * (total + 1) as f64 / n as f64).ceil() as usize;
         let key = self.key(req);
         let start = ring.points.partition_point(|p| p.0 < key);
+        let position = |owner: WorkerId| {
+            let at = by_id.binary_search_by_key(&owner, |e| e.0).ok()?;
+            by_id.get(at).map(|e| e.1 as usize)
+        };
         // Points of workers that are not candidates (excluded by a retry, unhealthy) are
         // skipped: the walk is the one the ring without them would make.
         let mut walk = ring.points[start..]
             .iter()
             .chain(&ring.points[..start])
-            .filter_map(|p| workers.iter().position(|w| w.id == p.1));
+            .filter_map(|p| position(p.1));
         // A membership change racing with this pick can leave a ring without the candidates;
         // the fallback keeps that to one odd pick.
-        let owner = walk.clone().next().unwrap_or(0);
+        let Some(owner) = walk.next() else {
+            return Some(Pick::at(0));
+        };
         // Some worker is at or below the mean, and the mean is below capacity: the walk ends.
-        let chosen = walk
+        let chosen = std::iter::once(owner)
+            .chain(walk)
             .find(|&i| workers.get(i).is_some_and(|w| w.in_flight() < capacity))
             .unwrap_or(owner);
         Some(Pick::at(chosen))
@@ -258,6 +286,44 @@ mod tests {
         let more = crate::routing::test_workers(6);
         pick_key(&p, "k0", &more.iter().collect::<Vec<_>>());
         assert_eq!(p.builds.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn candidates_in_any_order_get_the_same_worker() {
+        // Registry order is not id order once data-parallel rank units join: owners are found
+        // among the candidates by id, whatever their order, loaded or not.
+        let ws = crate::routing::test_workers(9);
+        let _load: Vec<LoadGuard> = [4, 4, 4, 7, 7]
+            .iter()
+            .map(|&i| LoadGuard::book(Arc::clone(&ws[i]), 0))
+            .collect();
+        let sorted: Vec<_> = ws.iter().collect();
+        let mut shuffled = sorted.clone();
+        shuffled.reverse();
+        shuffled.swap(0, 4);
+        let without_two: Vec<_> = shuffled
+            .iter()
+            .copied()
+            .filter(|w| w.id != ws[2].id)
+            .collect();
+        let p = ConsistentHash::new(1.25, 16);
+        for s in 0..300 {
+            let key = format!("k{s}");
+            let home = sorted[pick_key(&p, &key, &sorted)].id;
+            assert_eq!(shuffled[pick_key(&p, &key, &shuffled)].id, home, "{key}");
+            let fresh = ConsistentHash::new(1.25, 16);
+            let sorted_rest: Vec<_> = sorted
+                .iter()
+                .copied()
+                .filter(|w| w.id != ws[2].id)
+                .collect();
+            assert_eq!(
+                without_two[pick_key(&p, &key, &without_two)].id,
+                sorted_rest[pick_key(&fresh, &key, &sorted_rest)].id,
+                "{key}"
+            );
+        }
+        assert_eq!(p.builds.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -111,7 +111,8 @@ impl Policy for PrefixCost {
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         // (cost, decode, queued, index, cached); strict `<` keeps the first in rotation order.
         let mut best: Option<(f64, u64, u64, usize, usize)> = None;
-        for i in (0..n).map(|k| (start + k) % n) {
+        // Two ranges, not `(start + k) % n`: no division per worker.
+        for i in (start..n).chain(0..start) {
             let w = workers[i];
             let (cached, evicted) = {
                 let tokens = cached.tokens(w.id).min(prompt);

@@ -13,7 +13,11 @@
 //!   key stands for the whole prefix up to that page and a flat hash map replaces a radix tree:
 //!   a prompt matches a worker for as many consecutive pages, from the first, as it holds.
 //! - **Shards.** Every request matches and inserts, from many tasks at once, so the map is split
-//!   into `SHARDS` mutex-guarded shards picked by key; a lock is held for one page lookup only.
+//!   into `SHARDS` mutex-guarded shards picked by key. A match or insert takes each shard's lock
+//!   once for all of the prompt's pages in it, not once per page: a lock and its release are
+//!   atomic read-modify-writes that wait for every earlier load, so a lock per page made the
+//!   pages' cache misses into the map (and the recency list) one after another; grouped, the
+//!   misses within a shard overlap (`benches/routing.rs`; docs/benchmarks.md has the figures).
 //! - **Budget.** `max_tokens` bounds the (page, worker) entries × `page_size`, split evenly over
 //!   the shards. Each shard evicts least-recently-inserted entries first (an O(1) linked list,
 //!   `lru`). A prompt's pages are inserted deepest first, so within one prompt the tail ages out before the shared head,
@@ -34,8 +38,9 @@ use crate::workers::WorkerId;
 const SHARDS: usize = 32;
 
 /// Page key → (worker, its slot in the shard's recency list), sorted by worker; up to two
-/// holders stored inline.
-type PageMap = HashMap<u64, SmallVec<[(WorkerId, usize); 2]>, BuildHasherDefault<PassThrough>>;
+/// holders stored inline. A `u32` slot makes a map entry 32 bytes, so a lookup touches one
+/// cache line, not two (48-byte entries straddle lines).
+type PageMap = HashMap<u64, SmallVec<[(WorkerId, u32); 2]>, BuildHasherDefault<PassThrough>>;
 
 /// How big the index is right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,12 +67,22 @@ impl Shard {
         match holders.binary_search_by_key(&worker, |e| e.0) {
             Ok(i) => {
                 if let Some(e) = holders.get(i) {
-                    self.lru.touch(e.1);
+                    self.lru.touch(e.1 as usize);
                 }
             }
             Err(i) => {
-                holders.insert(i, (worker, self.lru.alloc(key, worker)));
-                self.entries += 1;
+                let slot = self.lru.alloc(key, worker);
+                // Slots are reused, so there are never more than entries (bounded below 2³²).
+                match u32::try_from(slot) {
+                    Ok(s) => {
+                        holders.insert(i, (worker, s));
+                        self.entries += 1;
+                    }
+                    Err(_) => self.lru.release(slot),
+                }
+                if holders.is_empty() {
+                    self.pages.remove(&key);
+                }
             }
         }
     }
@@ -93,7 +108,7 @@ impl Shard {
             holders.retain(|e| {
                 let kept = keep(e.0);
                 if !kept {
-                    lru.release(e.1);
+                    lru.release(e.1 as usize);
                 }
                 kept
             });
@@ -117,7 +132,8 @@ impl PrefixIndex {
     /// `max_tokens` bounds the stored (page, worker) entries × `page_size`.
     pub fn new(page_size: usize, max_tokens: usize) -> PrefixIndex {
         let page_size = page_size.max(1);
-        let shard_budget = (max_tokens / page_size / SHARDS).max(1);
+        // Recency slots are `u32`s: the ceiling (twice the budget) stays below 2³².
+        let shard_budget = (max_tokens / page_size / SHARDS).clamp(1, u32::MAX as usize / 4);
         PrefixIndex {
             page_size,
             shard_budget,
@@ -142,11 +158,18 @@ impl PrefixIndex {
         self.shard_budget * SHARDS * self.page_size
     }
 
-    fn shard(&self, key: u64) -> MutexGuard<'_, Shard> {
-        // Bits 32.. pick the shard: the map uses the low bits for buckets and the top 7 as tags.
-        let i = (key >> 32) as usize % SHARDS;
-        let m = &self.shards[i];
-        m.lock().unwrap_or_else(|e| e.into_inner())
+    /// Each shard holding some of `hashes`, locked, with the positions of those it holds (in page
+    /// order).
+    fn by_shard<'a>(
+        &'a self,
+        order: &'a ShardOrder,
+    ) -> impl Iterator<Item = (MutexGuard<'a, Shard>, &'a [usize])> + 'a {
+        self.shards
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m, order.pages_in(i)))
+            .filter(|(_, pages)| !pages.is_empty())
+            .map(|(m, pages)| (m.lock().unwrap_or_else(|e| e.into_inner()), pages))
     }
 
     /// The chained key of every full page of `tokens`.
@@ -164,24 +187,25 @@ impl PrefixIndex {
 
     /// Matched leading pages per worker (workers matching none are absent), sorted by worker.
     pub fn match_pages(&self, hashes: &[u64]) -> Vec<(WorkerId, usize)> {
+        let held = self.holders(hashes);
         let mut out: Vec<(WorkerId, usize)> = Vec::new();
-        for (depth, key) in hashes.iter().enumerate() {
-            let shard = self.shard(*key);
-            let Some(holders) = shard.pages.get(key) else {
+        for depth in 0..hashes.len() {
+            let holders = held.of(depth);
+            if holders.is_empty() {
                 break;
-            };
+            }
             if depth == 0 {
-                out.extend(holders.iter().map(|e| (e.0, 1)));
+                out.extend(holders.iter().map(|w| (*w, 1)));
                 continue;
             }
             // Both lists are sorted by worker: one merge pass extends those still matching.
             let mut alive = 0;
             let mut j = 0;
             for entry in out.iter_mut().filter(|e| e.1 == depth) {
-                while holders.get(j).is_some_and(|h| h.0 < entry.0) {
+                while holders.get(j).is_some_and(|h| *h < entry.0) {
                     j += 1;
                 }
-                if holders.get(j).is_some_and(|h| h.0 == entry.0) {
+                if holders.get(j).is_some_and(|h| *h == entry.0) {
                     entry.1 += 1;
                     alive += 1;
                 }
@@ -195,13 +219,37 @@ impl PrefixIndex {
 
     /// Records that `worker` now holds these pages.
     pub fn insert(&self, hashes: &[u64], worker: WorkerId) {
-        for key in hashes.iter().rev() {
-            let mut shard = self.shard(*key);
-            shard.touch(*key, worker);
-            if shard.entries > self.shard_ceiling {
-                shard.evict_to(self.shard_budget);
+        let order = ShardOrder::new(hashes);
+        for (mut shard, pages) in self.by_shard(&order) {
+            // Deepest first. Each shard has its own recency list, so its pages in reverse page
+            // order leave it as inserting the whole prompt deepest first would.
+            for &page in pages.iter().rev() {
+                let key = hashes[page];
+                shard.touch(key, worker);
+                if shard.entries > self.shard_ceiling {
+                    shard.evict_to(self.shard_budget);
+                }
             }
         }
+    }
+
+    /// Every page's holders, sorted by worker (none: the page is not indexed). Looks up all
+    /// pages, past the first unmatched one too: a shard's pages are looked up under one lock.
+    fn holders(&self, hashes: &[u64]) -> Holders {
+        let mut held = Holders {
+            workers: Vec::with_capacity(hashes.len()),
+            spans: vec![(0, 0); hashes.len()],
+        };
+        let order = ShardOrder::new(hashes);
+        for (shard, pages) in self.by_shard(&order) {
+            for &page in pages {
+                if let Some(holders) = shard.pages.get(&hashes[page]) {
+                    held.spans[page] = (held.workers.len(), holders.len());
+                    held.workers.extend(holders.iter().map(|e| e.0));
+                }
+            }
+        }
+        held
     }
 
     /// Evicts least-recently-inserted entries down to the budget.
@@ -242,6 +290,55 @@ impl PrefixIndex {
     }
 }
 
+/// Bits 32.. pick the shard: the map uses the low bits for buckets and the top 7 as tags.
+fn shard_of(key: u64) -> usize {
+    (key >> 32) as usize % SHARDS
+}
+
+/// A prompt's page positions grouped by shard (a counting sort), each group in page order.
+struct ShardOrder {
+    pages: Vec<usize>,
+    /// Shard `i`'s positions are `pages[starts[i]..starts[i + 1]]`.
+    starts: [usize; SHARDS + 1],
+}
+
+impl ShardOrder {
+    fn new(hashes: &[u64]) -> ShardOrder {
+        let mut starts = [0; SHARDS + 1];
+        for key in hashes {
+            starts[shard_of(*key) + 1] += 1;
+        }
+        for i in 0..SHARDS {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts;
+        let mut pages = vec![0; hashes.len()];
+        for (page, key) in hashes.iter().enumerate() {
+            let slot = &mut next[shard_of(*key)];
+            pages[*slot] = page;
+            *slot += 1;
+        }
+        ShardOrder { pages, starts }
+    }
+
+    fn pages_in(&self, shard: usize) -> &[usize] {
+        &self.pages[self.starts[shard]..self.starts[shard + 1]]
+    }
+}
+
+/// The holders of a prompt's pages, flat: page `p`'s are `workers[spans[p].0..][..spans[p].1]`.
+struct Holders {
+    workers: Vec<WorkerId>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl Holders {
+    fn of(&self, page: usize) -> &[WorkerId] {
+        let (at, len) = self.spans.get(page).copied().unwrap_or((0, 0));
+        self.workers.get(at..at + len).unwrap_or(&[])
+    }
+}
+
 /// Matched pages of worker `id` in a `match_pages` result.
 pub fn pages_for(matches: &[(WorkerId, usize)], id: WorkerId) -> usize {
     matches
@@ -252,77 +349,4 @@ pub fn pages_for(matches: &[(WorkerId, usize)], id: WorkerId) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn prompt(group: u32, len: usize, tail: u32) -> Vec<u32> {
-        let mut v: Vec<u32> = (0..len as u32).map(|t| group * 100_000 + t).collect();
-        v.extend((0..37).map(|t| 900_000 + tail * 100 + t));
-        v
-    }
-
-    #[test]
-    fn matches_whole_pages_per_worker() {
-        let idx = PrefixIndex::new(16, 1 << 20);
-        let a = prompt(1, 64, 0);
-        idx.insert(&idx.page_hashes(&a), WorkerId(3));
-        // 64 shared + 32 of the 37 tail tokens fill 6 pages; the other worker holds 4 of them.
-        idx.insert(&idx.page_hashes(&a[..64]), WorkerId(1));
-        let b = prompt(1, 64, 1);
-        let m = idx.match_pages(&idx.page_hashes(&b));
-        assert_eq!(m, vec![(WorkerId(1), 4), (WorkerId(3), 4)]);
-        let m = idx.match_pages(&idx.page_hashes(&a));
-        assert_eq!(pages_for(&m, WorkerId(3)), 6);
-        assert_eq!(pages_for(&m, WorkerId(1)), 4);
-        assert_eq!(pages_for(&m, WorkerId(2)), 0);
-        // A different first page matches nothing even if later tokens agree.
-        let mut c = a.clone();
-        c[0] = 7;
-        assert!(idx.match_pages(&idx.page_hashes(&c)).is_empty());
-        assert_eq!(idx.size().pages, 6);
-        assert_eq!(idx.size().tokens, 10 * 16);
-    }
-
-    #[test]
-    fn remove_worker_forgets_it() {
-        let idx = PrefixIndex::new(16, 1 << 20);
-        let a = prompt(2, 128, 0);
-        let h = idx.page_hashes(&a);
-        idx.insert(&h, WorkerId(0));
-        idx.insert(&h, WorkerId(1));
-        idx.remove_worker(WorkerId(0));
-        assert_eq!(idx.match_pages(&h), vec![(WorkerId(1), h.len())]);
-        idx.retain_live(&[WorkerId(5)]);
-        assert_eq!(idx.size(), IndexSize::default());
-    }
-
-    #[test]
-    fn budget_holds_under_a_long_stream_and_keeps_hot_prefixes() {
-        let idx = PrefixIndex::new(16, 100_000);
-        let hot = prompt(0, 512, 0);
-        let mut inserted = 0;
-        for i in 0..1000u32 {
-            // Unique 1k-token prompts: a 1M-token stream through a 100k-token budget.
-            let cold = prompt(i + 1, 1000, i);
-            idx.insert(&idx.page_hashes(&cold), WorkerId(i % 4));
-            inserted += cold.len();
-            idx.insert(&idx.page_hashes(&hot), WorkerId(0));
-            assert!(idx.size().tokens <= 100_000);
-        }
-        assert!(inserted >= 1_000_000);
-        assert!(idx.size().tokens > 50_000, "{:?}", idx.size());
-        let m = idx.match_pages(&idx.page_hashes(&hot));
-        assert_eq!(pages_for(&m, WorkerId(0)), 512 / 16 + 2);
-    }
-
-    #[test]
-    fn periodic_mode_overshoots_until_swept() {
-        let idx = PrefixIndex::new(16, 16 * 32 * 10).with_periodic_eviction();
-        for i in 0..200u32 {
-            idx.insert(&idx.page_hashes(&prompt(i, 160, i)), WorkerId(0));
-        }
-        assert!(idx.size().tokens <= 2 * idx.budget_tokens());
-        idx.evict();
-        assert!(idx.size().tokens <= idx.budget_tokens());
-    }
-}
+mod tests;
