@@ -55,5 +55,6 @@ mod tool_call_families;
 mod tool_call_oracle;
 mod tool_calls_gateway;
 mod traces;
+mod whole_answers;
 mod worker_addresses;
 mod workers_admin;
