@@ -50,6 +50,7 @@ mod sim_script;
 mod sim_versions;
 mod simulator;
 mod speculative;
+mod stream_gathering;
 mod tls;
 mod tool_call_families;
 mod tool_call_oracle;
