@@ -5,6 +5,7 @@
 //! armed until a clean end; dropped before the end means the client left (499).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -94,7 +95,12 @@ pub struct Exchange {
     endpoint: Endpoint,
     timer: RequestTimer,
     deadlines: Deadlines,
-    shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Resolves once the shutdown grace period is over. One registration for the whole
+    /// exchange: a fresh one per wait (one per token of a stream) takes the watch's lock.
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
+    /// The one timer of the exchange's waits, moved to each wait's deadline: pushing a tokio
+    /// timer's deadline later takes no lock, where a fresh timer per wait takes two.
+    deadline_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     leg: Option<Leg>,
     /// The worker being waited on: the current leg's, or the one a new leg is being opened on.
     waiting_on: Option<Arc<Origin>>,
@@ -131,7 +137,11 @@ impl Exchange {
             endpoint,
             timer: RequestTimer::start_at(start),
             deadlines: Deadlines::new(start, &relay.reliability, relay.request_timeout_secs),
-            shutdown: relay.shutdown.subscribe(),
+            shutdown: {
+                let mut rx = relay.shutdown.subscribe();
+                Box::pin(async move { stopped(&mut rx).await })
+            },
+            deadline_timer: None,
             leg: None,
             waiting_on: None,
             usage: Usage::default(),
@@ -236,18 +246,26 @@ impl Exchange {
         fut: impl Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
         let (limit, stage) = self.deadlines.next_wait(self.has_first_token());
-        let timed = async {
-            match limit {
-                Some(l) => tokio::time::timeout(l, fut).await.ok(),
-                None => Some(fut.await),
+        let shutdown = self.shutdown.as_mut();
+        let outcome = match limit {
+            Some(limit) => {
+                let deadline = tokio::time::Instant::now() + limit;
+                let timer = self
+                    .deadline_timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                timer.as_mut().reset(deadline);
+                tokio::select! {
+                    biased;
+                    r = fut => Some(r),
+                    () = shutdown => return Err(shutting_down()),
+                    () = timer.as_mut() => None,
+                }
             }
-        };
-        let outcome = tokio::select! {
-            r = timed => r,
-            _ = stopped(&mut self.shutdown) => return Err(UpstreamError::Aborted {
-                message: "the gateway is shutting down".into(),
-                status: Some(503),
-            }),
+            None => tokio::select! {
+                biased;
+                r = fut => Some(r),
+                () = shutdown => return Err(shutting_down()),
+            },
         };
         outcome.unwrap_or_else(|| {
             Err(UpstreamError::Timeout {
@@ -379,6 +397,13 @@ impl Drop for Exchange {
             self.relay.metrics.client_aborts.inc();
             self.end(499);
         }
+    }
+}
+
+fn shutting_down() -> UpstreamError {
+    UpstreamError::Aborted {
+        message: "the gateway is shutting down".into(),
+        status: Some(503),
     }
 }
 

@@ -29,6 +29,30 @@ pub struct Spec {
     pub prefer: Option<Placement>,
 }
 
+/// The `stream_interval` a worker is asked for when the client waits for the whole answer:
+/// SGLang then streams the first token at once (so the time to first token, its deadline and
+/// its metric stay the worker's real ones) and afterwards a chunk per this many tokens instead
+/// of one per token, each a whole cumulative object the gateway would read. Every guarantee of
+/// a stream holds at that grain: a migration continues from the last chunk's ids (redoing at
+/// most 31 tokens, which no client saw), and 32 decode steps stay far inside the idle deadline.
+pub const WHOLE_ANSWER_STREAM_INTERVAL: u32 = 32;
+
+impl Spec {
+    /// For a client that waits for the whole answer: the worker streams it in chunks of
+    /// [`WHOLE_ANSWER_STREAM_INTERVAL`] tokens, unless the client chose its own interval or the
+    /// request has stop strings. Those the gateway applies itself for a worker that sends ids
+    /// only (or over gRPC), and ends the worker's generation at once when it meets one: it
+    /// needs every token as it comes.
+    pub fn whole_answer(mut self) -> Spec {
+        if self.params.stop.is_empty() {
+            self.params
+                .stream_interval
+                .get_or_insert(WHOLE_ANSWER_STREAM_INTERVAL);
+        }
+        self
+    }
+}
+
 pub struct Generation {
     exchange: Exchange,
     spec: Spec,

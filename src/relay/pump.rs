@@ -12,9 +12,11 @@
 //! behind, a timer.
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::Poll;
 
 use axum::body::Body;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
@@ -26,6 +28,10 @@ use crate::admission::SlotRelease;
 
 /// Chunks a stream may run ahead of its client.
 const BUFFERED_CHUNKS: usize = 16;
+
+/// Most bytes gathered into one chunk for the client (so a client that stops reading still
+/// costs at most `BUFFERED_CHUNKS` such chunks).
+const GATHER_BYTES: usize = 16 * 1024;
 
 /// Spawns the task that drives `chunks`; returns the body that reads from it and the handle
 /// through which the task frees the request's admission slot when it ends (to be put in the
@@ -73,7 +79,9 @@ async fn drive<S>(
             () = tx.closed() => return,
         };
         let Some(chunk) = chunk else { return };
+        let (chunk, ended) = gather(chunk, chunks.as_mut()).await;
         let chunk = match tx.try_send(chunk) {
+            Ok(()) if ended => return,
             Ok(()) => continue,
             Err(TrySendError::Closed(_)) => return,
             Err(TrySendError::Full(chunk)) => chunk,
@@ -91,6 +99,7 @@ async fn drive<S>(
             () = stopped(&mut shutdown) => None,
         };
         match sent {
+            Some(Ok(())) if ended => return,
             Some(Ok(())) => {}
             Some(Err(_)) => return,
             None => {
@@ -102,4 +111,48 @@ async fn drive<S>(
             }
         }
     }
+}
+
+/// `first` and the chunks that follow it at once, as one: when the gateway is behind its worker,
+/// several tokens sit read but not yet handed over in the worker connection, and each would
+/// otherwise be its own write to the client (a `writev` each, the largest cost of a stream).
+/// Between two looks it lets the tasks woken on this thread run (the worker connection's among
+/// them, which hands over its next chunk); a look that finds nothing ends the gathering, so a
+/// stream that keeps up pays one extra poll per chunk and no latency. Whether the stream ended.
+async fn gather<S>(first: Bytes, mut chunks: Pin<&mut S>) -> (Bytes, bool)
+where
+    S: Stream<Item = Bytes>,
+{
+    let mut gathered: Option<BytesMut> = None;
+    let mut ended = false;
+    while gathered.as_ref().map_or(first.len(), BytesMut::len) < GATHER_BYTES {
+        let_others_run().await;
+        match std::future::poll_fn(|cx| Poll::Ready(chunks.as_mut().poll_next(cx))).await {
+            Poll::Ready(Some(more)) => gathered
+                .get_or_insert_with(|| BytesMut::from(&first[..]))
+                .extend_from_slice(&more),
+            Poll::Ready(None) => {
+                ended = true;
+                break;
+            }
+            Poll::Pending => break,
+        }
+    }
+    (gathered.map_or(first, BytesMut::freeze), ended)
+}
+
+/// Returns after every task already woken on this worker thread ran: a task that wakes itself
+/// goes to the back of the thread's run queue (unlike `tokio::task::yield_now`, which waits for
+/// the next poll of the I/O driver, a syscall when the thread has nothing else to do).
+async fn let_others_run() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }

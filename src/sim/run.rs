@@ -9,6 +9,7 @@ use super::engine::Rejection;
 use super::pd::{self, Bootstrap, KvInfo, Mode};
 use super::plan::Plan;
 use super::state::{ReceivedRequest, SimState};
+use super::version::SglangVersion;
 use crate::protocol::sglang::{FinishReason, SamplingParams};
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +63,10 @@ pub struct Run {
     pd: Option<PdRun>,
     /// Ended by the scheduler with an HTTP status: the message and the status.
     failure: Option<(String, u16)>,
+    /// `sampling_params.stream_interval` (SGLang's default, 1, when unset or 0).
+    stream_interval: usize,
+    /// Tokens the scheduler put out to the front end (its `send_token_offset`).
+    scheduler_sent: usize,
 }
 
 enum PdRun {
@@ -221,6 +226,8 @@ impl Run {
             counted: false,
             pd,
             failure: None,
+            stream_interval: params.stream_interval.map_or(1, |k| k.max(1) as usize),
+            scheduler_sent: 0,
         })
     }
 
@@ -293,15 +300,35 @@ impl Run {
                 self.admitted = true;
                 self.cached_tokens = cached_tokens;
             }
-            Progress::Tokens { produced, .. } => {
+            Progress::Tokens { produced, finished } => {
                 self.prefilled = true;
                 self.token_steps += 1;
-                *latest = Some(produced);
+                if finished || !self.streaming || self.step_streams(produced) {
+                    self.scheduler_sent = produced;
+                    *latest = Some(produced);
+                }
             }
             Progress::Aborted => self.aborted = true,
             Progress::Failed { message, status } => {
                 self.failure = Some((message, status));
                 self.aborted = true;
+            }
+        }
+    }
+
+    /// Whether a streamed request's step that brought its output to `produced` tokens is put
+    /// out, under its `stream_interval` k (the last step always is).
+    fn step_streams(&self, produced: usize) -> bool {
+        let k = self.stream_interval;
+        match self.state.version {
+            // `scheduler_output_processor_mixin.py::stream_output_generation`: when the length
+            // is 1 more than a multiple of k (the first token, then every k).
+            SglangVersion::V0_5_9 => k == 1 || produced % k == 1,
+            // `scheduler_components/output_streamer.py::accept`: the first token, then once k
+            // tokens are unsent (a speculative step may bring several).
+            SglangVersion::V0_5_23 => {
+                let unsent = produced.saturating_sub(self.scheduler_sent);
+                k == 1 || unsent >= k || (self.scheduler_sent == 0 && unsent > 0)
             }
         }
     }

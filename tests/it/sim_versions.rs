@@ -277,3 +277,25 @@ async fn openai_errors_are_bad_request_error_objects() {
         "{v}"
     );
 }
+
+/// `sampling_params.stream_interval` k: both releases stream the first token at once, then a
+/// chunk per k tokens (0.5.9 at lengths 1 more than a multiple of k, 0.5.23 once k tokens are
+/// unsent: the same points when a step brings one token), and the last one.
+#[tokio::test]
+async fn a_stream_interval_sends_the_first_token_then_every_k() {
+    for version in ["0.5.9", "0.5.23"] {
+        // A token every 20 ms, so the reader keeps up and no chunks are collapsed.
+        let sim = support::sim(&["--sglang-version", version, "--decode-base-us", "20000"]).await;
+        let params = json!({"max_new_tokens": 10, "ignore_eos": true, "stream_interval": 4});
+        let (_, body) = generate(
+            &sim.url,
+            json!({"input_ids": [1, 2, 3], "sampling_params": params, "stream": true}),
+        )
+        .await;
+        let counts: Vec<u64> = events(&body.expect("body"))
+            .iter()
+            .filter_map(|c| c["meta_info"]["completion_tokens"].as_u64())
+            .collect();
+        assert_eq!(counts, vec![1, 5, 9, 10], "{version}");
+    }
+}

@@ -194,14 +194,15 @@ async fn several_choices(
     for (i, (ids, echo)) in prompts.enumerate() {
         for j in 0..n {
             let index = i * n + j;
-            specs.push(Spec {
+            let spec = Spec {
                 rid: format!("{}-c{index:04}", req.id.rid),
                 prompt: ids.clone(),
                 params: p.params.clone(),
                 session_key: session.clone(),
                 logprobs: p.logprobs,
                 prefer: None,
-            });
+            };
+            specs.push(if p.stream { spec } else { spec.whole_answer() });
             formats.push(format.for_choice(index as u32, echo.clone()));
         }
     }
@@ -237,6 +238,7 @@ pub async fn native_path<G: Grammar>(
         logprobs: p.logprobs,
         prefer: None,
     };
+    let spec = if p.stream { spec } else { spec.whole_answer() };
     let generation = Generation::start(&req.served.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {
         stream::respond(generation, grammar, p.reasoning, p.tool_calls)

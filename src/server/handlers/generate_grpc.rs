@@ -70,6 +70,7 @@ pub async fn translated(
         logprobs: None,
         prefer: None,
     };
+    let spec = if stream { spec } else { spec.whole_answer() };
     let generation = Generation::start(&served.relay, spec, Endpoint::Generate, start).await?;
     Ok(if stream {
         native::stream(generation, id.rid.clone(), start)

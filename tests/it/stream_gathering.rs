@@ -1,0 +1,41 @@
+//! A stream whose worker is ahead of the gateway (its chunks already read, not yet relayed)
+//! reaches the client in fewer writes than tokens: the chunks that are ready together go out
+//! together (`relay::pump`), and the client's text is the same.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::support::{self, scripted, MODEL};
+
+#[tokio::test]
+async fn tokens_already_read_from_the_worker_go_to_the_client_together() {
+    let tok = switchboard::bundled::tokenizer().expect("tokenizer");
+    let answer = "one two three four five six seven eight nine ten eleven twelve thirteen \
+                  fourteen fifteen sixteen seventeen eighteen nineteen twenty";
+    let ids = tok.encode(answer, false).expect("encode");
+    let chunks = scripted::cumulative(&tok, &ids, "NEVER", true);
+    let events = chunks.len();
+    // The whole stream at once: the gateway finds several chunks in each read.
+    let reply: scripted::Reply =
+        Arc::new(move |_: &Value| scripted::body(chunks.clone(), scripted::End::Done));
+    let (worker, _) = scripted::worker(reply).await;
+    let gw = support::gateway(&[], &["--worker-urls", &worker]).await;
+    support::ready(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": ids.len(), "stream": true,
+                      "messages": [{"role": "user", "content": "count"}]});
+    let mut r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    // Each piece the client reads is one chunk of the gateway's chunked response.
+    let (mut writes, mut text) = (0, String::new());
+    while let Some(piece) = r.chunk().await.expect("body") {
+        writes += 1;
+        text.push_str(&String::from_utf8_lossy(&piece));
+    }
+    let (content, done) = support::chat_stream_content(&text);
+    assert_eq!((content.as_str(), done), (answer, true));
+    assert!(
+        writes * 2 <= events,
+        "{events} worker chunks reached the client in {writes} writes"
+    );
+}
