@@ -2,16 +2,26 @@
 //! that has not served a first token since the last interval. Thresholds keep a flapping worker out: two
 //! failures in a row exclude a worker, and once excluded it needs two successes in a row to
 //! come back (a new worker needs one).
+//!
+//! An idle worker that keeps passing is probed less and less often (every 2, 4, then
+//! [`IDLE_PROBE_CEILING`] intervals): at thousands of workers each probe is a connection the
+//! worker's Python front end answers. Anything that could mean trouble (a failed probe, the
+//! breaker not closed, requests in flight without a first token) brings it back to every
+//! interval, and a request that reaches a dead worker fails before its first byte and is
+//! retried elsewhere, so the longer gap costs no client anything.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::breaker::BreakerState;
 use super::{Registry, Worker, WorkerId};
 use crate::upstream::Client;
 
 const FAILS_TO_EXCLUDE: u32 = 2;
 const SUCCESSES_TO_READMIT: u32 = 2;
+/// The most intervals between two probes of an idle healthy worker.
+const IDLE_PROBE_CEILING: u32 = 6;
 
 /// The probe history of one worker.
 #[derive(Debug, Default, Clone, Copy)]
@@ -22,6 +32,10 @@ struct History {
     was_excluded: bool,
     /// A worker that never passed a check has said once why (refused, TLS, status).
     told_why_not_ready: bool,
+    /// Intervals between this worker's probes while it is idle and passing, and the
+    /// intervals left before the next one.
+    period: u32,
+    wait: u32,
 }
 
 impl History {
@@ -48,6 +62,26 @@ impl History {
             self.was_excluded = true;
         }
         healthy
+    }
+
+    /// Whether an idle healthy worker is due a probe at this tick; `quiet` says nothing
+    /// suggests trouble (see the module's comment). Counts the tick down otherwise.
+    fn due(&mut self, quiet: bool) -> bool {
+        if !quiet || self.wait == 0 {
+            return true;
+        }
+        self.wait -= 1;
+        false
+    }
+
+    /// After a probe: a pass while quiet lengthens the period, anything else resets it.
+    fn schedule(&mut self, passed_quietly: bool) {
+        self.period = if passed_quietly {
+            (self.period * 2).clamp(1, IDLE_PROBE_CEILING)
+        } else {
+            1
+        };
+        self.wait = self.period - 1;
     }
 }
 
@@ -88,20 +122,34 @@ pub fn spawn(
         loop {
             tick.tick().await;
             let workers = registry.snapshot();
-            let probes = workers.iter().map(|w| async {
-                if w.is_healthy() && w.served_within(interval) {
-                    Ok(())
-                } else {
-                    check(&client, w, timeout).await
-                }
-            });
-            let results = futures_util::future::join_all(probes).await;
             if history.len() > workers.len() {
                 let live: HashSet<WorkerId> = workers.iter().map(|w| w.id).collect();
                 history.retain(|id, _| live.contains(id));
             }
-            for (w, result) in workers.iter().zip(results) {
+            // Per worker: `None` skips this tick, else whether it was quiet and how it did.
+            let probes = workers.iter().map(|w| {
                 let h = history.entry(w.id).or_default();
+                let quiet = w.is_healthy()
+                    && w.in_flight() == 0
+                    && w.breaker.state() == BreakerState::Closed;
+                let served = w.is_healthy() && w.served_within(interval);
+                let due = served || h.due(quiet);
+                let client = &client;
+                async move {
+                    match (served, due) {
+                        (true, _) => Some((false, Ok(()))),
+                        (false, true) => Some((quiet, check(client, w, timeout).await)),
+                        (false, false) => None,
+                    }
+                }
+            });
+            let results = futures_util::future::join_all(probes).await;
+            for (w, result) in workers.iter().zip(results) {
+                let Some((quiet, result)) = result else {
+                    continue;
+                };
+                let h = history.entry(w.id).or_default();
+                h.schedule(quiet && result.is_ok());
                 let healthy = h.record(result.is_ok(), w.is_healthy());
                 let reason = result.err().unwrap_or_default();
                 if healthy != w.is_healthy() {
@@ -128,6 +176,41 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ticks at which a worker is probed over `ticks`, passing every probe while quiet.
+    fn probed_ticks(h: &mut History, ticks: std::ops::Range<u32>, quiet: bool) -> Vec<u32> {
+        ticks
+            .filter(|_| {
+                let due = h.due(quiet);
+                if due {
+                    h.schedule(quiet);
+                }
+                due
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_passing_worker_is_probed_less_often_up_to_the_ceiling() {
+        let mut h = History::default();
+        assert_eq!(
+            probed_ticks(&mut h, 0..40, true),
+            [0, 1, 3, 7, 13, 19, 25, 31, 37]
+        );
+        // Trouble (in flight without a first token, breaker not closed) probes every tick.
+        assert_eq!(probed_ticks(&mut h, 40..44, false), [40, 41, 42, 43]);
+        // And a quiet worker starts over from the shortest period.
+        assert_eq!(probed_ticks(&mut h, 44..52, true), [44, 46, 50]);
+    }
+
+    #[test]
+    fn a_failed_probe_brings_the_worker_back_to_every_interval() {
+        let mut h = History::default();
+        probed_ticks(&mut h, 0..20, true);
+        assert_eq!(h.period, IDLE_PROBE_CEILING);
+        h.schedule(false);
+        assert!(h.due(true), "the next tick probes again");
+    }
 
     #[test]
     fn thresholds_keep_a_flapping_worker_out() {

@@ -120,3 +120,22 @@ async fn a_busy_worker_is_not_also_health_checked() {
     let loads = count(&after, "/v1/loads") - count(&before, "/v1/loads");
     assert!(loads >= 3, "a busy worker polled {loads} times in 6 s");
 }
+
+/// An idle worker that keeps passing is probed after 1, 2, 4, then every 6 intervals, not at
+/// every interval.
+#[tokio::test]
+async fn an_idle_passing_worker_is_health_checked_less_and_less_often() {
+    let sim = support::sim(&[]).await;
+    let gw = support::gateway(&[&sim], &["--health-check-interval-secs", "1"]).await;
+    support::ready(&gw).await;
+    let before = background(&sim.url).await;
+    let window = Duration::from_secs(10);
+    tokio::time::sleep(window).await;
+    let after = background(&sim.url).await;
+    let health = count(&after, "/health") - count(&before, "/health");
+    // Every interval would be 10; the schedule gives 3 or 4 in any 10 s.
+    assert!(
+        (1..=5).contains(&health),
+        "{health} health probes of an idle worker in {window:?}"
+    );
+}
