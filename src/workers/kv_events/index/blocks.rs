@@ -136,11 +136,6 @@ impl Blocks {
     /// speculation credits whole prefixes), so the pages a set of slots all match form a prefix:
     /// found by galloping then bisecting, O(log pages) lookups per depth at which some slot
     /// drops out, instead of one lookup (a cache miss in a large map) per page.
-    ///
-    /// Each gallop, and every three bisection steps, probe their pages together ([`Probes`]):
-    /// the probes do not depend on each other, so their cache (and TLB) misses overlap instead of
-    /// each waiting for the one before. The pages probed are a superset of those a one-by-one
-    /// walk would, and the outcome is the one it would reach.
     pub fn walk(&self, keys: &[u64], start: &SlotSet, now: u32, depth: &mut [u32]) {
         let mut alive = start.clone();
         let mut here = SlotSet::with_capacity(depth.len());
@@ -149,45 +144,35 @@ impl Blocks {
                 *x = u32::try_from(d).unwrap_or(u32::MAX);
             }
         };
-        let mut probes = Probes::default();
         // Every slot in `alive` matches pages [0, matched).
         let mut matched = 0;
         while matched < keys.len() && !alive.is_empty() {
-            // The gallop's pages: matched + 2^j - 1 while within the prompt.
-            probes.clear();
-            let mut step = 1;
-            let mut page = matched;
-            while page < keys.len() {
-                probes.pages.push(page);
-                page = matched + (step << 1) - 1;
-                step <<= 1;
-            }
-            self.probe(keys, &alive, now, &mut here, &mut probes);
-            if probes.all_match(matched) {
-                // `good` all match; `bad` is the first gallop page that does not (or the end).
-                let mut good = matched;
-                let mut bad = keys.len();
-                for &(page, ok) in probes.done.iter().skip(1) {
-                    if !ok {
-                        bad = page;
-                        break;
+            let all_match = |page: usize, here: &mut SlotSet| {
+                keys.get(page).is_some_and(|k| {
+                    self.slots_at(*k, now, here);
+                    alive.is_subset(here)
+                })
+            };
+            if all_match(matched, &mut here) {
+                // Gallop to a page not all match (or the end), then bisect: `good` all match.
+                let (mut good, mut step) = (matched, 1);
+                let mut bad = loop {
+                    let probe = good + step;
+                    if probe >= keys.len() {
+                        break keys.len();
                     }
-                    good = page;
-                }
+                    if !all_match(probe, &mut here) {
+                        break probe;
+                    }
+                    good = probe;
+                    step *= 2;
+                };
                 while bad - good > 1 {
-                    probes.clear();
-                    bisection_pages(good, bad, 3, &mut probes.pages);
-                    self.probe(keys, &alive, now, &mut here, &mut probes);
-                    for _ in 0..3 {
-                        if bad - good <= 1 {
-                            break;
-                        }
-                        let mid = good + (bad - good) / 2;
-                        if probes.all_match(mid) {
-                            good = mid;
-                        } else {
-                            bad = mid;
-                        }
+                    let mid = good + (bad - good) / 2;
+                    if all_match(mid, &mut here) {
+                        good = mid;
+                    } else {
+                        bad = mid;
                     }
                 }
                 matched = good + 1;
@@ -201,54 +186,6 @@ impl Blocks {
         }
         alive.retain_into(&SlotSet::default(), |slot| record(slot, matched));
     }
-
-    /// Whether every slot of `alive` matches each page of `probes.pages`, into `probes.done`.
-    fn probe(
-        &self,
-        keys: &[u64],
-        alive: &SlotSet,
-        now: u32,
-        here: &mut SlotSet,
-        probes: &mut Probes,
-    ) {
-        for &page in &probes.pages {
-            let ok = keys.get(page).is_some_and(|k| {
-                self.slots_at(*k, now, here);
-                alive.is_subset(here)
-            });
-            probes.done.push((page, ok));
-        }
-    }
-}
-
-/// Pages probed together, and what each showed.
-#[derive(Default)]
-struct Probes {
-    pages: SmallVec<[usize; 8]>,
-    done: SmallVec<[(usize, bool); 8]>,
-}
-
-impl Probes {
-    fn clear(&mut self) {
-        self.pages.clear();
-        self.done.clear();
-    }
-
-    /// False for a page not probed (the walks only ask about probed pages).
-    fn all_match(&self, page: usize) -> bool {
-        self.done.iter().any(|&(p, ok)| p == page && ok)
-    }
-}
-
-/// Every page the next `steps` steps of bisecting (`good`, `bad`) may probe, whatever each shows.
-fn bisection_pages(good: usize, bad: usize, steps: u32, out: &mut SmallVec<[usize; 8]>) {
-    if steps == 0 || bad - good <= 1 {
-        return;
-    }
-    let mid = good + (bad - good) / 2;
-    out.push(mid);
-    bisection_pages(good, mid, steps - 1, out);
-    bisection_pages(mid, bad, steps - 1, out);
 }
 
 /// A set of slots, one bit each: one word up to 64 views, inline.
@@ -295,6 +232,3 @@ impl SlotSet {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;
