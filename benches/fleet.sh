@@ -7,6 +7,8 @@
 #
 # usage: benches/fleet.sh [N ...]          (default: 1 1000 4000)
 # env:   BIN (default target/release/switchboard), WINDOW (idle seconds measured, default 30),
+#        SETTLE (seconds from all-healthy to the window, default 10; the idle back-offs of load
+#        polls and health probes reach their ceilings about 65 s in, so 70 measures the steady state),
 #        FIRST_PORT (default 20000; N consecutive ports from it must be free), GATEWAY_ARGS.
 set -euo pipefail
 BIN=${BIN:-target/release/switchboard}
@@ -54,7 +56,7 @@ for n in "${SIZES[@]}"; do
     [ "$healthy" = "$n" ] && break
     sleep 0.5
   done
-  sleep 10 # let start-up work (first polls, discovery) settle
+  sleep "${SETTLE:-10}" # let start-up work (first polls, discovery) settle
   c0=$(cpu_ticks "$gw"); b0=$(background_total "$n"); t0=$(date +%s.%N)
   sleep "$WINDOW"
   c1=$(cpu_ticks "$gw"); b1=$(background_total "$n"); t1=$(date +%s.%N)
