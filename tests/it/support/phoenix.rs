@@ -43,22 +43,57 @@ pub fn command() -> Option<String> {
     }
 }
 
-/// A port free right now (Phoenix takes its ports as settings, not from the kernel).
+/// A port free right now, below the kernel's ephemeral range (32768 and up), so that the other
+/// tests' servers, which bind port 0, cannot take it between this check and Phoenix's bind.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (0..1000u32)
+        .map(|i| 20_000 + ((seed / 7 + i * 7_919) % 12_000) as u16)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free port below 32768")
+}
+
+/// How a start ended when Phoenix did not become ready.
+enum Failed {
+    Exited(String),
+    TimedOut(String),
+}
+
+/// The last lines of Phoenix's own log, for the failure message.
+fn log_tail(dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(dir.join("phoenix.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 impl Phoenix {
+    /// Starts Phoenix, again on fresh ports if it exits before it is ready (a port taken after
+    /// all); its output goes to `phoenix.log` in its directory and into the failure message.
     pub async fn start(command: &str) -> Phoenix {
+        let mut exits = Vec::new();
+        for _ in 0..3 {
+            match Phoenix::start_once(command).await {
+                Ok(phoenix) => return phoenix,
+                Err(Failed::Exited(log)) => exits.push(log),
+                Err(Failed::TimedOut(log)) => {
+                    panic!("Phoenix was not ready within {START_LIMIT:?}; its log ends:\n{log}")
+                }
+            }
+        }
+        panic!("Phoenix exited before it was ready, 3 times; its logs end:\n{exits:#?}")
+    }
+
+    async fn start_once(command: &str) -> Result<Phoenix, Failed> {
         let (http_port, grpc_port) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!(
             "switchboard-phoenix-{}-{http_port}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("phoenix.log")).unwrap();
         let child = Command::new(command)
             .arg("serve")
             .env("PHOENIX_WORKING_DIR", &dir)
@@ -69,18 +104,34 @@ impl Phoenix {
             .env("PHOENIX_TELEMETRY_ENABLED", "false")
             .env("PHOENIX_ALLOW_EXTERNAL_RESOURCES", "false")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {command}: {e}"));
-        let phoenix = Phoenix {
+        let mut phoenix = Phoenix {
             child,
             dir,
             http: format!("http://127.0.0.1:{http_port}"),
             grpc: format!("http://127.0.0.1:{grpc_port}"),
         };
-        super::wait_ok_within(&format!("{}/v1/projects", phoenix.http), START_LIMIT).await;
-        phoenix
+        let client = reqwest::Client::new();
+        let ready = format!("{}/v1/projects", phoenix.http);
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            if let Ok(r) = client.get(&ready).send().await {
+                if r.status().is_success() {
+                    return Ok(phoenix);
+                }
+            }
+            if let Ok(Some(status)) = phoenix.child.try_wait() {
+                let tail = log_tail(&phoenix.dir);
+                return Err(Failed::Exited(format!("{status}:\n{tail}")));
+            }
+            if Instant::now() > deadline {
+                return Err(Failed::TimedOut(log_tail(&phoenix.dir)));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// The spans of one trace received so far (the default project).
