@@ -7,7 +7,9 @@
 #
 #   bash benches/compare.sh [SCENARIO] [REPS]     SCENARIO: a `load --scenario` preset (nonstream)
 #   env: COMPARE_SECS (5), COMPARE_WARMUP (2), COMPARE_SYSTEMS (all, space-separated names),
-#        COMPARE_OUT (a fresh temp dir): where the per-run JSON files go
+#        COMPARE_OUT (a fresh temp dir): where the per-run JSON files go,
+#        COMPARE_BASELINE (a `switchboard` binary): serves the `baseline-<policy>` systems (name them
+#        in COMPARE_SYSTEMS), to compare a change with the build before it in one run
 #
 # With taskset and ≥ 2 cores: gateways on core 0; workers and the load generator on core 1.
 set -euo pipefail
@@ -101,8 +103,10 @@ start_sims() {
 start_system() { # name port → starts the gateway in the background
     local name=$1 port=$2 policy=${1#*-}
     case $name in
-    switchboard-*)
-        "${PIN_GW[@]}" "$SB" serve --host 127.0.0.1 --port "$port" --policy "$policy" \
+    switchboard-* | baseline-*)
+        local bin=$SB
+        [[ $name == baseline-* ]] && bin=${COMPARE_BASELINE:?set COMPARE_BASELINE to a switchboard binary}
+        "${PIN_GW[@]}" "$bin" serve --host 127.0.0.1 --port "$port" --policy "$policy" \
             --log-level warn --worker-urls "${SIM_URLS[@]}" >/dev/null 2>&1 &
         ;;
     smg-*)

@@ -4,6 +4,9 @@
 //! by one (criterion reports means of batches, and the target is a tail: p99 < 20 µs at 64).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "common/allocator.rs"]
+mod allocator;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;

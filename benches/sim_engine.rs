@@ -3,6 +3,9 @@
 //! the figure includes the occasional prefill step and cache inserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "common/allocator.rs"]
+mod allocator;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use switchboard::sim::engine::{Engine, EngineConfig, Event, NewRequest, RequestId, TimingModel};

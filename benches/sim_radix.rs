@@ -1,6 +1,9 @@
 //! Radix cache match / insert cost at 100k and 1M cached tokens.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "common/allocator.rs"]
+mod allocator;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use switchboard::sim::radix::RadixCache;

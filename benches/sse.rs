@@ -3,6 +3,9 @@
 //! (The syscalls around it are measured by the load benchmark.)
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "common/allocator.rs"]
+mod allocator;
+
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};

@@ -3,6 +3,9 @@
 //! the per-token cost of streaming detokenization.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "common/allocator.rs"]
+mod allocator;
+
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 use std::hint::black_box;

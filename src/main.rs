@@ -4,6 +4,10 @@ use clap::{Parser, Subcommand};
 use switchboard::config::ServeConfig;
 use switchboard::sim::SimOptions;
 
+// Why not glibc's malloc: Cargo.toml, beside the dependency.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "switchboard",

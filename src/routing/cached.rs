@@ -15,6 +15,9 @@ use crate::workers::{Worker, WorkerId};
 
 pub struct Cached {
     approx: Vec<(WorkerId, usize)>,
+    /// Bit `id % 64` set for each worker in `approx`. Most workers hold none of a prompt: the
+    /// bit answers for them, where a binary search per worker mispredicts its branches.
+    approx_bits: u64,
     page_size: usize,
     exact: Option<ExactMatch>,
 }
@@ -35,12 +38,14 @@ impl Cached {
         let all_exact = exact
             .as_ref()
             .is_some_and(|e| workers.iter().all(|w| e.covers(w.id)));
+        let approx = if all_exact {
+            Vec::new()
+        } else {
+            index.match_pages(hashes)
+        };
         Cached {
-            approx: if all_exact {
-                Vec::new()
-            } else {
-                index.match_pages(hashes)
-            },
+            approx_bits: approx.iter().fold(0, |bits, (w, _)| bits | bit(*w)),
+            approx,
             page_size: index.page_size(),
             exact,
         }
@@ -50,7 +55,13 @@ impl Cached {
         self.exact
             .as_ref()
             .and_then(|e| e.cached_tokens(w))
-            .unwrap_or_else(|| pages_for(&self.approx, w) * self.page_size)
+            .unwrap_or_else(|| {
+                if self.approx_bits & bit(w) == 0 {
+                    0
+                } else {
+                    pages_for(&self.approx, w) * self.page_size
+                }
+            })
     }
 
     /// Cached tokens a prefill of `uncached` tokens on `w` evicts: what does not fit in its free
@@ -70,6 +81,10 @@ impl Cached {
             _ => index.insert(hashes, w),
         }
     }
+}
+
+fn bit(w: WorkerId) -> u64 {
+    1 << (w.0 % 64)
 }
 
 /// Membership changed: views of workers no longer in `live` go at once (the subscriptions'

@@ -57,6 +57,11 @@ pub struct PrefixCost {
     rotate: AtomicUsize,
 }
 
+/// Through `i64`, saturating: an engine may report any figure.
+fn as_f64(n: u64) -> f64 {
+    i64::try_from(n).unwrap_or(i64::MAX) as f64
+}
+
 /// Negative or NaN weights would invert or break the ordering: treat them as 0.
 fn weight(w: f64) -> f64 {
     if w.is_finite() {
@@ -100,7 +105,7 @@ impl Policy for PrefixCost {
             return None;
         }
         let hashes = self.index.page_hashes(req.prompt_ids);
-        let cached = Cached::lookup(
+        let held = Cached::lookup(
             &self.index,
             self.kv.as_deref(),
             req.prompt_ids,
@@ -109,28 +114,30 @@ impl Policy for PrefixCost {
         );
         let prompt = req.prompt_ids.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
-        // (cost, decode, queued, index, cached); strict `<` keeps the first in rotation order.
-        let mut best: Option<(f64, u64, u64, usize, usize)> = None;
+        // The best so far: (cost, decode, queued), its index and cached tokens. Strict `<` keeps
+        // the first in rotation order. The scan runs over every candidate on every request, so
+        // it converts through `i64` (one instruction; `u64` → `f64` takes six without AVX-512).
+        let mut best = (f64::INFINITY, u64::MAX, u64::MAX);
+        let (mut index, mut predicted) = (None, 0);
         // Two ranges, not `(start + k) % n`: no division per worker.
         for i in (start..n).chain(0..start) {
             let w = workers[i];
-            let (cached, evicted) = {
-                let tokens = cached.tokens(w.id).min(prompt);
-                (tokens, cached.evicted(w.id, prompt - tokens))
-            };
+            let cached = held.tokens(w.id).min(prompt);
+            let evicted = held.evicted(w.id, prompt - cached);
             let engine = w.engine_load();
             let queued = w.pending_prefill().max(engine.waiting_uncached_tokens);
             let decode = (w.in_flight() as u64).max(engine.running_requests);
-            let cost = self.prefill_weight * (prompt - cached + evicted) as f64
-                + queued as f64
-                + self.decode_weight * decode as f64;
-            let better = best.is_none_or(|(c, d, q, _, _)| (cost, decode, queued) < (c, d, q));
-            if better {
-                best = Some((cost, decode, queued, i, cached));
+            let cost = self.prefill_weight * as_f64((prompt - cached + evicted) as u64)
+                + as_f64(queued)
+                + self.decode_weight * as_f64(decode);
+            let better = cost < best.0 || (cost == best.0 && (decode, queued) < (best.1, best.2));
+            if better || index.is_none() {
+                best = (cost, decode, queued);
+                (index, predicted) = (Some(i), cached);
             }
         }
-        let (_, _, _, index, predicted) = best?;
-        cached.record(&self.index, self.kv.as_deref(), &hashes, workers[index].id);
+        let index = index?;
+        held.record(&self.index, self.kv.as_deref(), &hashes, workers[index].id);
         Some(Pick {
             index,
             predicted_cached: predicted,
