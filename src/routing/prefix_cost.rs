@@ -225,6 +225,36 @@ mod tests {
     }
 
     #[test]
+    fn an_absurd_engine_report_counts_as_the_highest_load() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy();
+        ws[0].set_engine_load(EngineLoad {
+            running_requests: u64::MAX,
+            waiting_requests: 0,
+            waiting_uncached_tokens: u64::MAX,
+        });
+        for q in 0..4 {
+            assert_eq!(pick(&p, &prompt(q, 0), &refs).index, 1);
+        }
+    }
+
+    #[test]
+    fn infinite_costs_everywhere_still_pick_a_worker() {
+        let ws = crate::routing::test_workers(3);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = PrefixCost::new(f64::INFINITY, f64::INFINITY, PrefixIndex::new(16, 1 << 22));
+        for w in &ws {
+            w.set_engine_load(EngineLoad {
+                running_requests: u64::MAX,
+                waiting_requests: 0,
+                waiting_uncached_tokens: u64::MAX,
+            });
+        }
+        assert!(pick(&p, &prompt(0, 0), &refs).index < 3);
+    }
+
+    #[test]
     fn forgets_removed_workers() {
         let ws = crate::routing::test_workers(3);
         let refs: Vec<_> = ws.iter().collect();
