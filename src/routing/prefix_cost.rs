@@ -116,7 +116,7 @@ impl Policy for PrefixCost {
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         // The best so far: (cost, decode, queued), its index and cached tokens. Strict `<` keeps
         // the first in rotation order. The scan runs over every candidate on every request, so
-        // it converts through `i64` (one instruction; `u64` → `f64` takes six without AVX-512).
+        // it converts through `i64` (one instruction; `u64` → `f64` takes several without AVX-512).
         let mut best = (f64::INFINITY, u64::MAX, u64::MAX);
         let (mut index, mut predicted) = (None, 0);
         // Two ranges, not `(start + k) % n`: no division per worker.

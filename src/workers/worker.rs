@@ -27,8 +27,8 @@ pub struct EngineLoad {
 }
 
 /// `repr(C, align(64))` with the figures every pick reads first: they share one cache line, so a
-/// policy's scan over thousands of workers misses once per worker, not two or three times
-/// (`benches/routing.rs`, `pick/*/4000`).
+/// policy's scan over thousands of workers touches one line per worker, where the compiler's
+/// field order spread them over two or three (`benches/routing.rs`, `pick/*/4000`).
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Worker {
