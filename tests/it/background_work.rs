@@ -34,6 +34,24 @@ fn total(counts: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// What one sim behind a gateway with this health interval was asked while both stayed idle
+/// for `window`: the counts before and after.
+async fn idle_for(
+    health_interval_secs: &str,
+    window: Duration,
+) -> (serde_json::Value, serde_json::Value) {
+    let sim = support::sim(&[]).await;
+    let gw = support::gateway(
+        &[&sim],
+        &["--health-check-interval-secs", health_interval_secs],
+    )
+    .await;
+    support::ready(&gw).await;
+    let before = background(&sim.url).await;
+    tokio::time::sleep(window).await;
+    (before, background(&sim.url).await)
+}
+
 #[tokio::test]
 async fn a_fleet_in_one_process_is_independent_workers() {
     let (_fleet, urls) = support::sim_fleet(3, &[]).await;
@@ -70,14 +88,9 @@ async fn a_fleet_in_one_process_is_independent_workers() {
 /// gateway, and polls of unchanged figures slow down.
 #[tokio::test]
 async fn an_idle_worker_is_asked_at_most_once_a_second() {
-    let sim = support::sim(&[]).await;
-    // The default health interval (the harness would otherwise shorten it).
-    let gw = support::gateway(&[&sim], &["--health-check-interval-secs", "5"]).await;
-    support::ready(&gw).await;
-    let before = background(&sim.url).await;
     let window = Duration::from_secs(8);
-    tokio::time::sleep(window).await;
-    let after = background(&sim.url).await;
+    // The default health interval (the harness would otherwise shorten it).
+    let (before, after) = idle_for("5", window).await;
     let asked = total(&after) - total(&before);
     assert!(
         asked <= window.as_secs(),
@@ -125,13 +138,8 @@ async fn a_busy_worker_is_not_also_health_checked() {
 /// every interval.
 #[tokio::test]
 async fn an_idle_passing_worker_is_health_checked_less_and_less_often() {
-    let sim = support::sim(&[]).await;
-    let gw = support::gateway(&[&sim], &["--health-check-interval-secs", "1"]).await;
-    support::ready(&gw).await;
-    let before = background(&sim.url).await;
     let window = Duration::from_secs(10);
-    tokio::time::sleep(window).await;
-    let after = background(&sim.url).await;
+    let (before, after) = idle_for("1", window).await;
     let health = count(&after, "/health") - count(&before, "/health");
     // Every interval would be 10; the schedule gives 3 or 4 in any 10 s.
     assert!(
