@@ -38,13 +38,13 @@ pub struct Spec {
 pub const WHOLE_ANSWER_STREAM_INTERVAL: u32 = 32;
 
 impl Spec {
-    /// For a client that waits for the whole answer: the worker streams it in chunks of
-    /// [`WHOLE_ANSWER_STREAM_INTERVAL`] tokens, unless the client chose its own interval or the
-    /// request has stop strings. Those the gateway applies itself for a worker that sends ids
-    /// only (or over gRPC), and ends the worker's generation at once when it meets one: it
-    /// needs every token as it comes.
-    pub fn whole_answer(mut self) -> Spec {
-        if self.params.stop.is_empty() {
+    /// Unless the client reads a stream (`streamed`), it waits for the whole answer: the worker
+    /// streams it in chunks of [`WHOLE_ANSWER_STREAM_INTERVAL`] tokens, unless the client chose
+    /// its own interval or the request has stop strings. Those the gateway applies itself for a
+    /// worker that sends ids only (or over gRPC), and ends the worker's generation at once when
+    /// it meets one: it needs every token as it comes.
+    pub fn for_client(mut self, streamed: bool) -> Spec {
+        if !streamed && self.params.stop.is_empty() {
             self.params
                 .stream_interval
                 .get_or_insert(WHOLE_ANSWER_STREAM_INTERVAL);

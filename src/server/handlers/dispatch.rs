@@ -202,7 +202,7 @@ async fn several_choices(
                 logprobs: p.logprobs,
                 prefer: None,
             };
-            specs.push(if p.stream { spec } else { spec.whole_answer() });
+            specs.push(spec.for_client(p.stream));
             formats.push(format.for_choice(index as u32, echo.clone()));
         }
     }
@@ -237,8 +237,8 @@ pub async fn native_path<G: Grammar>(
         session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
         logprobs: p.logprobs,
         prefer: None,
-    };
-    let spec = if p.stream { spec } else { spec.whole_answer() };
+    }
+    .for_client(p.stream);
     let generation = Generation::start(&req.served.relay, spec, req.endpoint, req.start).await?;
     Ok(if p.stream {
         stream::respond(generation, grammar, p.reasoning, p.tool_calls)

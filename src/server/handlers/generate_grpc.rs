@@ -69,8 +69,8 @@ pub async fn translated(
         // logprob triples yet.
         logprobs: None,
         prefer: None,
-    };
-    let spec = if stream { spec } else { spec.whole_answer() };
+    }
+    .for_client(stream);
     let generation = Generation::start(&served.relay, spec, Endpoint::Generate, start).await?;
     Ok(if stream {
         native::stream(generation, id.rid.clone(), start)
