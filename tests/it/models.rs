@@ -86,18 +86,7 @@ worker_urls = ["{s0}", "{s1}"]
     std::fs::write(&path, config).expect("write config");
     let gw = support::gateway(&[], &["--config", path.to_str().expect("utf-8 path")]).await;
     let _ = std::fs::remove_file(&path); // read once, at start-up
-                                         // Readiness needs one healthy worker; every model's workers must be up here.
-    support::eventually("all four workers healthy", || async {
-        let r = client().get(format!("{}/readiness", gw.url)).send().await;
-        match r {
-            Ok(r) => r
-                .json::<Value>()
-                .await
-                .is_ok_and(|v| v["healthy_workers"] == 4),
-            Err(_) => false,
-        }
-    })
-    .await;
+    support::all_workers_healthy(&gw.url).await;
     Fleet { qwen, smol, gw }
 }
 

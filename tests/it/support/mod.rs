@@ -320,9 +320,27 @@ pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]
     if workers.is_empty() {
         wait_ok(&format!("{}/health", p.url)).await;
     } else {
-        wait_ok(&format!("{}/readiness", p.url)).await;
+        all_workers_healthy(&p.url).await;
     }
     p
+}
+
+/// Waits until the gateway counts every worker it knows as healthy. Readiness alone needs one:
+/// a test that sent requests then could see the others join mid-test, and a key that should
+/// stay on one worker move to a newly healthy one.
+pub async fn all_workers_healthy(gw_url: &str) {
+    wait_ok(&format!("{gw_url}/readiness")).await;
+    eventually("every worker healthy", || async {
+        let r = client().get(format!("{gw_url}/readiness")).send().await;
+        match r {
+            Ok(r) => r
+                .json::<serde_json::Value>()
+                .await
+                .is_ok_and(|v| v["healthy_workers"] == v["total_workers"]),
+            Err(_) => false,
+        }
+    })
+    .await;
 }
 
 /// The gateway with `--tls-cert`/`--tls-key` among `args`, once it printed its `https://`
