@@ -48,6 +48,8 @@ pub struct Run {
     started: Instant,
     last_token_at: Option<Instant>,
     stalled: bool,
+    /// Tokens the engine produced past a stall fault's count, put out after the stall.
+    held_back: Option<usize>,
     /// Past `--fault-die-after-tokens`: the next read resets the connection.
     dying: bool,
     /// The engine finished its prefill (a prefill-only request is then over).
@@ -219,6 +221,7 @@ impl Run {
             started: Instant::now(),
             last_token_at: None,
             stalled: false,
+            held_back: None,
             dying: false,
             prefilled: false,
             token_steps: 0,
@@ -247,12 +250,14 @@ impl Run {
             self.stalled = true;
             tokio::time::sleep(Duration::from_secs_f64(faults.stall_secs)).await;
         }
-        let mut latest = None;
-        let Some(first) = self.ticket.events.recv().await else {
-            self.aborted = true;
-            return Ok(None);
-        };
-        self.apply(first, &mut latest);
+        let mut latest = self.held_back.take();
+        if latest.is_none() {
+            let Some(first) = self.ticket.events.recv().await else {
+                self.aborted = true;
+                return Ok(None);
+            };
+            self.apply(first, &mut latest);
+        }
         // Collapse whatever else is queued, as SGLang does when its HTTP consumer lags.
         while let Ok(p) = self.ticket.events.try_recv() {
             self.apply(p, &mut latest);
@@ -265,7 +270,13 @@ impl Run {
             return Box::pin(self.next()).await; // only a Started event so far
         };
         let die = faults.die_after_tokens.filter(|&n| produced > n);
-        let produced = die.map_or(produced, |n| n);
+        let mut produced = die.map_or(produced, |n| n);
+        // The engine may have outrun this stream: a stall fault still comes after its count.
+        let stall_at = faults.stall_after_tokens;
+        if !self.stalled && faults.stall_secs > 0.0 && produced > stall_at {
+            self.held_back = Some(produced);
+            produced = stall_at.max(self.produced);
+        }
         let new_tokens = produced - self.produced;
         self.record_latency(new_tokens);
         self.produced = produced;

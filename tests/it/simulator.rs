@@ -310,3 +310,33 @@ async fn a_non_streaming_client_that_leaves_is_noticed_at_the_next_check() {
     })
     .await;
 }
+
+/// A stall fault comes after exactly its token count, even where the engine outran the stream
+/// (with no step cost it can finish before the stream's first read): the tokens past the count
+/// wait out the stall, so a gateway's idle timeout always has a stall to see.
+#[tokio::test]
+async fn a_stall_comes_after_its_token_count_however_far_the_engine_ran() {
+    let sim = support::sim(&[
+        "--zero-latency",
+        "--fault-stall-secs",
+        "1",
+        "--fault-stall-after-tokens",
+        "3",
+    ])
+    .await;
+    let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 20, "ignore_eos": true}, "stream": true});
+    let t = Instant::now();
+    let text = post(&format!("{}/generate", sim.url), &body)
+        .await
+        .text()
+        .await
+        .expect("body");
+    let counts: Vec<u64> = support::sse_data(&text)
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| c["meta_info"]["completion_tokens"].as_u64())
+        .collect();
+    assert!(counts.contains(&3), "{counts:?}");
+    assert_eq!(counts.last(), Some(&20));
+    assert!(t.elapsed() >= Duration::from_secs(1));
+}
