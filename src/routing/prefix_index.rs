@@ -10,10 +10,17 @@
 //!   and SMG's `--block-size`, 16 by default) and the partial last page is ignored, as an engine
 //!   with paged KV cannot reuse it either. Memory is one map entry per page, not per token.
 //! - **Chained hashes.** Page `k`'s key hashes its tokens together with page `k-1`'s key, so a
-//!   key stands for the whole prefix up to that page and a flat hash map replaces a radix tree:
-//!   a prompt matches a worker for as many consecutive pages, from the first, as it holds.
+//!   key stands for the whole prefix up to that page and a flat hash map replaces a radix tree.
+//! - **Matching by bisection.** A prompt matches a worker up to the deepest of its pages the
+//!   worker holds, taking what a worker holds of one prompt to be a prefix of its pages: an
+//!   engine's radix cache evicts leaves before the nodes above them, and here a prompt's pages
+//!   go in deepest first, so its head outlives its tail. A match therefore bisects the pages,
+//!   splitting the workers at each probe: about log2(pages) lookups per distinct match length
+//!   (10 for a 2,176-token prompt, where a walk made 136, each a cache miss into a large map).
+//!   The shards' separate recency lists can leave a hole in a prefix here; the match then counts
+//!   the pages past it too, which the engine, holding the deeper page, holds as well.
 //! - **Shards.** Every request matches and inserts, from many tasks at once, so the map is split
-//!   into `SHARDS` mutex-guarded shards picked by key. A match or insert takes each shard's lock
+//!   into `SHARDS` mutex-guarded shards picked by key. An insert takes each shard's lock
 //!   once for all of the prompt's pages in it, not once per page: a lock and its release are
 //!   atomic read-modify-writes that wait for every earlier load, so a lock per page made the
 //!   pages' cache misses into the map (and the recency list) one after another; grouped, the
@@ -186,35 +193,66 @@ impl PrefixIndex {
     }
 
     /// Matched leading pages per worker (workers matching none are absent), sorted by worker.
+    ///
+    /// A worker's match ends at the deepest page it holds, found by bisection over the prompt's
+    /// pages (see the module's comment): about `log2(pages)` lookups per distinct match length,
+    /// where a page-by-page walk made one per page.
     pub fn match_pages(&self, hashes: &[u64]) -> Vec<(WorkerId, usize)> {
-        let held = self.holders(hashes);
-        let mut out: Vec<(WorkerId, usize)> = Vec::new();
-        for depth in 0..hashes.len() {
-            let holders = held.of(depth);
-            if holders.is_empty() {
-                break;
-            }
-            if depth == 0 {
-                out.extend(holders.iter().map(|w| (*w, 1)));
-                continue;
-            }
-            // Both lists are sorted by worker: one merge pass extends those still matching.
-            let mut alive = 0;
-            let mut j = 0;
-            for entry in out.iter_mut().filter(|e| e.1 == depth) {
-                while holders.get(j).is_some_and(|h| *h < entry.0) {
-                    j += 1;
-                }
-                if holders.get(j).is_some_and(|h| *h == entry.0) {
-                    entry.1 += 1;
-                    alive += 1;
-                }
-            }
-            if alive == 0 {
-                break;
-            }
-        }
+        let (Some(&first), Some(&last)) = (hashes.first(), hashes.last()) else {
+            return Vec::new();
+        };
+        let holding_first = self.holders_of(first);
+        let mut out = Vec::with_capacity(holding_first.len());
+        // Holders of the last page hold all of them; the others end in between.
+        let whole = if hashes.len() == 1 {
+            holding_first.clone()
+        } else {
+            both(&self.holders_of(last), &holding_first)
+        };
+        out.extend(whole.iter().map(|w| (*w, hashes.len())));
+        self.bisect(
+            hashes,
+            (0, hashes.len() - 1),
+            only_in(&holding_first, &whole),
+            &mut out,
+        );
+        out.sort_unstable();
         out
+    }
+
+    /// `ending`: workers holding page `lo` but not page `hi`; each one's match length, in
+    /// `lo + 1 ..= hi`, goes to `out`.
+    fn bisect(
+        &self,
+        hashes: &[u64],
+        (lo, hi): (usize, usize),
+        ending: Holding,
+        out: &mut Vec<(WorkerId, usize)>,
+    ) {
+        if ending.is_empty() {
+            return;
+        }
+        if hi - lo <= 1 {
+            out.extend(ending.iter().map(|w| (*w, hi)));
+            return;
+        }
+        let mid = lo + (hi - lo) / 2;
+        let past = both(&self.holders_of(hashes[mid]), &ending);
+        self.bisect(hashes, (lo, mid), only_in(&ending, &past), out);
+        self.bisect(hashes, (mid, hi), past, out);
+    }
+
+    /// The workers holding page `key`, sorted.
+    fn holders_of(&self, key: u64) -> Holding {
+        let Some(shard) = self.shards.get(shard_of(key)) else {
+            return Holding::new();
+        };
+        let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        shard
+            .pages
+            .get(&key)
+            .map(|holders| holders.iter().map(|e| e.0).collect())
+            .unwrap_or_default()
     }
 
     /// Records that `worker` now holds these pages.
@@ -231,25 +269,6 @@ impl PrefixIndex {
                 }
             }
         }
-    }
-
-    /// Every page's holders, sorted by worker (none: the page is not indexed). Looks up all
-    /// pages, past the first unmatched one too: a shard's pages are looked up under one lock.
-    fn holders(&self, hashes: &[u64]) -> Holders {
-        let mut held = Holders {
-            workers: Vec::with_capacity(hashes.len()),
-            spans: vec![(0, 0); hashes.len()],
-        };
-        let order = ShardOrder::new(hashes);
-        for (shard, pages) in self.by_shard(&order) {
-            for &page in pages {
-                if let Some(holders) = shard.pages.get(&hashes[page]) {
-                    held.spans[page] = (held.workers.len(), holders.len());
-                    held.workers.extend(holders.iter().map(|e| e.0));
-                }
-            }
-        }
-        held
     }
 
     /// Evicts least-recently-inserted entries down to the budget.
@@ -326,17 +345,31 @@ impl ShardOrder {
     }
 }
 
-/// The holders of a prompt's pages, flat: page `p`'s are `workers[spans[p].0..][..spans[p].1]`.
-struct Holders {
-    workers: Vec<WorkerId>,
-    spans: Vec<(usize, usize)>,
+/// Workers holding a page, sorted; a few inline, as most pages have one or two holders.
+type Holding = SmallVec<[WorkerId; 4]>;
+
+/// The workers in both sorted lists.
+fn both(a: &[WorkerId], b: &[WorkerId]) -> Holding {
+    let mut rest = b.iter().peekable();
+    a.iter()
+        .filter(|w| {
+            while rest.next_if(|r| *r < *w).is_some() {}
+            rest.peek().is_some_and(|r| *r == *w)
+        })
+        .copied()
+        .collect()
 }
 
-impl Holders {
-    fn of(&self, page: usize) -> &[WorkerId] {
-        let (at, len) = self.spans.get(page).copied().unwrap_or((0, 0));
-        self.workers.get(at..at + len).unwrap_or(&[])
-    }
+/// The workers of sorted `a` not in sorted `b`.
+fn only_in(a: &[WorkerId], b: &[WorkerId]) -> Holding {
+    let mut rest = b.iter().peekable();
+    a.iter()
+        .filter(|w| {
+            while rest.next_if(|r| *r < *w).is_some() {}
+            rest.peek().is_none_or(|r| *r != *w)
+        })
+        .copied()
+        .collect()
 }
 
 /// Matched pages of worker `id` in a `match_pages` result.
