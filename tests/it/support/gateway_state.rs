@@ -1,6 +1,6 @@
-//! What a running gateway reports about itself: its metrics and its worker list.
+//! What a running gateway reports about itself: its metrics, its worker list and their health.
 
-use super::{client, metric_sum};
+use super::{client, eventually, metric_sum, wait_ok};
 
 /// The Prometheus text of `url/metrics`.
 pub async fn metrics_text(url: &str) -> String {
@@ -36,4 +36,22 @@ pub async fn workers(gw_url: &str) -> serde_json::Value {
         .json()
         .await
         .expect("/workers json")
+}
+
+/// Waits until the gateway counts every worker it knows as healthy. Readiness alone needs one:
+/// a test that sent requests then could see the others join mid-test, and a key that should
+/// stay on one worker move to a newly healthy one.
+pub async fn all_workers_healthy(gw_url: &str) {
+    wait_ok(&format!("{gw_url}/readiness")).await;
+    eventually("every worker healthy", || async {
+        let r = client().get(format!("{gw_url}/readiness")).send().await;
+        match r {
+            Ok(r) => r
+                .json::<serde_json::Value>()
+                .await
+                .is_ok_and(|v| v["healthy_workers"] == v["total_workers"]),
+            Err(_) => false,
+        }
+    })
+    .await;
 }

@@ -13,7 +13,7 @@ pub mod scripted;
 mod sim_state;
 pub mod tls;
 
-pub use gateway_state::{gateway_in_flight, metrics_text, workers};
+pub use gateway_state::{all_workers_healthy, gateway_in_flight, metrics_text, workers};
 
 pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log};
 
@@ -323,24 +323,6 @@ pub async fn gateway_env(workers: &[&Proc], extra: &[&str], env: &[(&str, &str)]
         all_workers_healthy(&p.url).await;
     }
     p
-}
-
-/// Waits until the gateway counts every worker it knows as healthy. Readiness alone needs one:
-/// a test that sent requests then could see the others join mid-test, and a key that should
-/// stay on one worker move to a newly healthy one.
-pub async fn all_workers_healthy(gw_url: &str) {
-    wait_ok(&format!("{gw_url}/readiness")).await;
-    eventually("every worker healthy", || async {
-        let r = client().get(format!("{gw_url}/readiness")).send().await;
-        match r {
-            Ok(r) => r
-                .json::<serde_json::Value>()
-                .await
-                .is_ok_and(|v| v["healthy_workers"] == v["total_workers"]),
-            Err(_) => false,
-        }
-    })
-    .await;
 }
 
 /// The gateway with `--tls-cert`/`--tls-key` among `args`, once it printed its `https://`
