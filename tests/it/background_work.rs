@@ -41,12 +41,11 @@ async fn idle_for(
     window: Duration,
 ) -> (serde_json::Value, serde_json::Value) {
     let sim = support::sim(&[]).await;
-    let gw = support::gateway(
+    let _gw = support::gateway(
         &[&sim],
         &["--health-check-interval-secs", health_interval_secs],
     )
     .await;
-    support::ready(&gw).await;
     let before = background(&sim.url).await;
     tokio::time::sleep(window).await;
     (before, background(&sim.url).await)
@@ -111,7 +110,6 @@ async fn an_idle_worker_is_asked_at_most_once_a_second() {
 async fn a_busy_worker_is_not_also_health_checked() {
     let sim = support::sim(&["--decode-base-us", "2000"]).await;
     let gw = support::gateway(&[&sim], &["--health-check-interval-secs", "1"]).await;
-    support::ready(&gw).await;
     let before = background(&sim.url).await;
     let until = tokio::time::Instant::now() + Duration::from_secs(6);
     let mut served = 0;

@@ -148,7 +148,6 @@ async fn the_gateway_names_a_rank_and_keeps_a_prefix_on_its_rank() {
     ])
     .await;
     let gw = support::gateway(&[&sim], &[]).await;
-    support::ready(&gw).await;
     for round in 0..3 {
         for group in 0..4 {
             let body = chat(&system_prompt(group), &format!("question {round}"));
@@ -191,7 +190,6 @@ async fn the_gateway_names_a_rank_and_keeps_a_prefix_on_its_rank() {
 async fn each_ranks_own_load_report_reaches_its_routing_unit() {
     let sim = support::sim(&["--dp-size", "2", "--sglang-version", "0.5.9"]).await;
     let gw = support::gateway(&[&sim], &["--load-poll-interval-ms", "50"]).await;
-    support::ready(&gw).await;
     // A long request straight to rank 1, which the gateway did not book.
     let body = json!({"input_ids": prompt(4, 32), "data_parallel_rank": 1,
                       "sampling_params": {"max_new_tokens": 4000, "ignore_eos": true}});
@@ -251,7 +249,6 @@ async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
     ];
     let sim = support::sim(&flags).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    support::ready(&gw).await;
     support::eventually("all four ranks subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 4
     })

@@ -125,7 +125,6 @@ async fn fleet_with_publisher(
     let mut flags = vec!["--kv-events-endpoint", over.as_str()];
     flags.extend_from_slice(extra);
     let gw = support::gateway(&[&a, &b], &flags).await;
-    support::ready(&gw).await;
     (a, b, gw)
 }
 
@@ -218,7 +217,6 @@ async fn sim_events_make_predictions_exact() {
     fb.extend(["--kv-events-config", pb.as_str()]);
     let (a, b) = (support::sim(&fa).await, support::sim(&fb).await);
     let gw = support::gateway(&[&a, &b], &[]).await;
-    support::ready(&gw).await;
     support::eventually("both subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 2
     })
@@ -363,7 +361,6 @@ async fn grpc_workers_events_steer_routing() {
     fb.extend(["--kv-events-config", cb.as_str()]);
     let (a, b) = (support::grpc_sim(&fa).await, support::grpc_sim(&fb).await);
     let gw = support::gateway(&[&a, &b], &[]).await;
-    support::ready(&gw).await;
     support::eventually("both subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 2
     })

@@ -19,21 +19,12 @@ async fn workers(gw: &Proc) -> Vec<Value> {
     v["workers"].as_array().cloned().expect("a workers list")
 }
 
-/// Both workers healthy, so round robin sends the first request to the first one.
-async fn both_healthy(gw: &Proc) {
-    support::eventually("both workers healthy", || async {
-        workers(gw).await.iter().all(|w| w["healthy"] == true)
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn a_restart_before_the_first_token_reports_the_prompt() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
     let healthy = support::sim(&["--time-scale", "0.01"]).await;
     set_faults(&dying, json!({"die_after_tokens": 0})).await;
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
-    both_healthy(&gw).await;
     let body = json!({"model": MODEL, "max_tokens": 4, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "count the prompt"}]});
     // Round robin: one of the two lands on the dying worker first and is restarted elsewhere.
@@ -79,7 +70,6 @@ async fn a_continued_leg_releases_its_prefill_at_its_first_token() {
     let slow = support::sim(&["--decode-base-us", "20000"]).await;
     set_faults(&dying, json!({"die_after_tokens": 3})).await;
     let gw = support::gateway(&[&dying, &slow], &["--policy", "round_robin"]).await;
-    both_healthy(&gw).await;
     let body = json!({"model": MODEL, "max_tokens": 400, "ignore_eos": true, "stream": true,
                       "messages": [{"role": "user", "content": "a long answer please"}]});
     let mut stream = support::client()
@@ -178,7 +168,8 @@ async fn migrated(
         &["--worker-urls", &a, &b, "--load-poll-interval-ms", "0"],
     )
     .await;
-    both_healthy(&gw).await;
+    // Both healthy, so round robin sends the first request to the first one.
+    support::all_workers_healthy(&gw.url).await;
     let body = json!({"model": MODEL, "max_tokens": ids.len(), "stream": true, "stop": [stop],
                       "messages": [{"role": "user", "content": "llamas"}]});
     let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
