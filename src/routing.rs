@@ -128,10 +128,13 @@ pub fn select(
     workers: &[Arc<Worker>],
     exclude: &[WorkerId],
 ) -> Result<(Arc<Worker>, Pick), RouteError> {
-    let mut healthy: Vec<&Arc<Worker>> = workers
-        .iter()
-        .filter(|w| w.is_available() && !exclude.contains(&w.id))
-        .collect();
+    // Room for all: `collect` from a filter starts empty and grows by doubling.
+    let mut healthy: Vec<&Arc<Worker>> = Vec::with_capacity(workers.len());
+    healthy.extend(
+        workers
+            .iter()
+            .filter(|w| w.is_available() && !exclude.contains(&w.id)),
+    );
     // A half-open breaker admits one probe: a worker whose probe another request claimed since
     // the filter above is dropped and the policy picks again (each round removes one candidate).
     loop {
@@ -139,7 +142,7 @@ pub fn select(
             .pick(req, &healthy)
             .ok_or(RouteError::NoHealthyWorker)?;
         let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
-        let admission = worker.breaker.admit();
+        let admission = worker.breaker().admit();
         if admission.admitted() {
             let probe = admission.probe();
             return Ok((Arc::clone(worker), Pick { probe, ..pick }));
@@ -173,7 +176,7 @@ mod probe_tests {
         for w in &ws {
             w.set_healthy(true);
         }
-        ws[0].breaker.half_open_now();
+        ws[0].breaker().half_open_now();
         let policy = round_robin::RoundRobin::default();
         let req = RouteRequest::default();
         let picked: Vec<WorkerId> = (0..6)

@@ -57,7 +57,7 @@ fn describe<'a>(w: &'a Worker, model: &'a str) -> WorkerView<'a> {
         url: w.url(),
         healthy: w.is_healthy(),
         available: w.is_available(),
-        breaker: w.breaker.state().name(),
+        breaker: w.breaker().state().name(),
         excluded_because: w.excluded_because(),
         in_flight: w.in_flight(),
         pending_prefill_tokens: w.pending_prefill(),

@@ -86,8 +86,8 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
                 url: w.url(),
                 in_flight: w.in_flight(),
                 healthy: w.is_healthy(),
-                breaker_open: w.breaker.state() == crate::workers::breaker::BreakerState::Open,
-                breaker_transitions: w.breaker.transitions(),
+                breaker_open: w.breaker().state() == crate::workers::breaker::BreakerState::Open,
+                breaker_transitions: w.breaker().transitions(),
             })
         })
         .collect();

@@ -57,11 +57,13 @@ impl Admission {
     }
 }
 
+/// `repr(C)`, the open flag first: a `Worker` keeps it in the cache line every pick reads.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct Breaker {
-    failures: AtomicU32,
     /// Milliseconds since [`epoch`] until which the breaker stays open; 0 = closed.
     open_until_ms: AtomicU64,
+    failures: AtomicU32,
     /// Milliseconds since [`epoch`] at which the half-open probe in flight was admitted; 0 = none.
     probe_since_ms: AtomicU64,
     transitions: AtomicU64,
@@ -86,8 +88,14 @@ impl Breaker {
     }
 
     /// Whether the worker may take a request now: closed, or half-open with no probe in flight.
-    /// Only looks; [`Breaker::admit`] claims the probe.
+    /// Only looks; [`Breaker::admit`] claims the probe. Inlined: every pick asks it of every
+    /// candidate, and a closed breaker answers with one load.
+    #[inline]
     pub fn allows(&self) -> bool {
+        self.open_until_ms.load(Ordering::Relaxed) == 0 || self.allows_when_tripped()
+    }
+
+    fn allows_when_tripped(&self) -> bool {
         match self.state() {
             BreakerState::Closed => true,
             BreakerState::Open => false,
@@ -172,6 +180,11 @@ fn probe_free(since_ms: u64, now_ms: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_open_flag_comes_first() {
+        assert_eq!(std::mem::offset_of!(Breaker, open_until_ms), 0);
+    }
 
     #[test]
     fn opens_after_consecutive_failures_and_closes_on_success() {

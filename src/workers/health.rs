@@ -131,7 +131,7 @@ pub fn spawn(
                 let h = history.entry(w.id).or_default();
                 let quiet = w.is_healthy()
                     && w.in_flight() == 0
-                    && w.breaker.state() == BreakerState::Closed;
+                    && w.breaker().state() == BreakerState::Closed;
                 let served = w.is_healthy() && w.served_within(interval);
                 let due = served || h.due(quiet);
                 let client = &client;

@@ -66,9 +66,9 @@ impl LoadGuard {
     pub fn outcome(&mut self, worker_fault: bool) {
         self.probe = None;
         if worker_fault {
-            self.worker.breaker.record_failure();
+            self.worker.breaker().record_failure();
         } else {
-            self.worker.breaker.record_success();
+            self.worker.breaker().record_success();
         }
     }
 
@@ -82,7 +82,7 @@ impl Drop for LoadGuard {
         self.prefill_done();
         self.worker.release();
         if let Some(claim) = self.probe {
-            self.worker.breaker.release_probe(claim);
+            self.worker.breaker().release_probe(claim);
         }
     }
 }
@@ -106,13 +106,13 @@ mod tests {
     #[test]
     fn a_probe_that_ends_without_a_verdict_frees_the_next_probe() {
         let w = Arc::new(Worker::new(WorkerId(0), "http://127.0.0.1:1").unwrap());
-        w.breaker.half_open_now();
-        let claim = w.breaker.admit().probe();
+        w.breaker().half_open_now();
+        let claim = w.breaker().admit().probe();
         assert!(claim.is_some());
-        assert!(!w.breaker.allows(), "one probe at a time");
+        assert!(!w.breaker().allows(), "one probe at a time");
         // The client left: no verdict, and the next request may probe at once.
         drop(LoadGuard::book(Arc::clone(&w), 0).with_probe(claim));
-        let claim = w.breaker.admit().probe();
+        let claim = w.breaker().admit().probe();
         assert!(claim.is_some(), "the probe was released");
         // A probe with a verdict keeps it: its failure reopened the breaker.
         let mut g = LoadGuard::book(Arc::clone(&w), 0).with_probe(claim);
@@ -120,6 +120,6 @@ mod tests {
             g.outcome(true);
         }
         drop(g);
-        assert!(!w.breaker.allows());
+        assert!(!w.breaker().allows());
     }
 }

@@ -26,30 +26,35 @@ pub struct EngineLoad {
     pub waiting_uncached_tokens: u64,
 }
 
-/// `repr(C, align(64))` with the figures every pick reads first: they share one cache line, so a
-/// policy's scan over thousands of workers touches one line per worker, where the compiler's
-/// field order spread them over two or three (`benches/routing.rs`, `pick/*/4000`).
+/// `repr(C, align(64))` with everything a pick reads of a worker in its first cache line: the
+/// load figures, health and the breaker's open flag. Taking the candidates and scanning them
+/// over thousands of workers then touches one line per worker, where the compiler's field order
+/// and separately allocated health and breaker spread them over four (`benches/routing.rs`,
+/// `pick/*/4000`).
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Worker {
     pub id: WorkerId,
+    healthy: AtomicBool,
     in_flight: AtomicUsize,
     /// Prefill tokens of requests that have not produced their first token yet.
     pending_prefill: AtomicU64,
     engine_running: AtomicU64,
-    engine_waiting: AtomicU64,
     engine_waiting_uncached: AtomicU64,
+    /// A rank unit's worker, whose health, breaker and last first token it shares (`None` for
+    /// a worker routed whole, which keeps its own).
+    member: Option<Arc<Worker>>,
+    /// `repr(C)` with the open flag first, so it is in this line.
+    breaker: Breaker,
     pub origin: Arc<Origin>,
-    /// Shared by a data-parallel worker's rank units.
-    healthy: Arc<AtomicBool>,
-    pub breaker: Arc<Breaker>,
+    engine_waiting: AtomicU64,
+    /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
+    /// never): traffic that proves it works stands in for a health probe.
+    served_at_ms: AtomicU64,
     /// The rank this routing unit runs requests on; `None` for a worker routed whole.
     dp_rank: Option<DpRank>,
     /// Where the engine figures came from (shown in `GET /workers`).
     load_sources: std::sync::Mutex<LoadSources>,
-    /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
-    /// never): traffic that proves it works stands in for a health probe.
-    served_at_ms: Arc<AtomicU64>,
 }
 
 /// Milliseconds since the first call, plus one (so 0 can mean "never").
@@ -61,41 +66,53 @@ fn clock_ms() -> u64 {
 
 impl Worker {
     pub fn new(id: WorkerId, url: &str) -> Result<Worker, String> {
-        Ok(Worker {
+        Ok(Worker::with_origin(
             id,
-            origin: Arc::new(Origin::parse(url)?),
-            // Unknown until the first health check answers.
-            healthy: Arc::new(AtomicBool::new(false)),
-            breaker: Arc::default(),
-            dp_rank: None,
+            Arc::new(Origin::parse(url)?),
+            None,
+            None,
+        ))
+    }
+
+    fn with_origin(
+        id: WorkerId,
+        origin: Arc<Origin>,
+        member: Option<Arc<Worker>>,
+        dp_rank: Option<DpRank>,
+    ) -> Worker {
+        Worker {
+            id,
+            // Unhealthy until the first health check answers.
+            healthy: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             pending_prefill: AtomicU64::new(0),
             engine_running: AtomicU64::new(0),
-            engine_waiting: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
+            member,
+            breaker: Breaker::default(),
+            origin,
+            engine_waiting: AtomicU64::new(0),
+            served_at_ms: AtomicU64::new(0),
+            dp_rank,
             load_sources: Default::default(),
-            served_at_ms: Arc::new(AtomicU64::new(0)),
-        })
+        }
     }
 
     /// One rank of this (data-parallel) worker as a routing unit of its own: same address,
-    /// health and breaker; its own load.
-    pub fn rank_unit(&self, id: WorkerId, rank: DpRank) -> Worker {
-        Worker {
+    /// health and breaker (this worker's); its own load. A rank's traffic shows the worker
+    /// works.
+    pub fn rank_unit(self: &Arc<Worker>, id: WorkerId, rank: DpRank) -> Worker {
+        Worker::with_origin(
             id,
-            origin: Arc::clone(&self.origin),
-            healthy: Arc::clone(&self.healthy),
-            breaker: Arc::clone(&self.breaker),
-            dp_rank: Some(rank),
-            in_flight: AtomicUsize::new(0),
-            pending_prefill: AtomicU64::new(0),
-            engine_running: AtomicU64::new(0),
-            engine_waiting: AtomicU64::new(0),
-            engine_waiting_uncached: AtomicU64::new(0),
-            load_sources: Default::default(),
-            // A rank's traffic shows the worker works (its health is the worker's).
-            served_at_ms: Arc::clone(&self.served_at_ms),
-        }
+            Arc::clone(&self.origin),
+            Some(Arc::clone(self)),
+            Some(rank),
+        )
+    }
+
+    /// Where health, breaker and the last first token live: the member for a rank unit.
+    fn shared(&self) -> &Worker {
+        self.member.as_deref().unwrap_or(self)
     }
 
     /// The rank a request routed to this unit names (`None`: the worker balances itself).
@@ -110,22 +127,27 @@ impl Worker {
 
     /// Healthy and not cut off by its breaker: may take new requests.
     pub fn is_available(&self) -> bool {
-        self.is_healthy() && self.breaker.allows()
+        self.is_healthy() && self.breaker().allows()
     }
 
     pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        self.shared().healthy.load(Ordering::Relaxed)
     }
 
     pub fn set_healthy(&self, healthy: bool) {
-        self.healthy.store(healthy, Ordering::Relaxed);
+        self.shared().healthy.store(healthy, Ordering::Relaxed);
+    }
+
+    /// Shared by a data-parallel worker's rank units.
+    pub fn breaker(&self) -> &Breaker {
+        &self.shared().breaker
     }
 
     /// Why the worker gets no traffic, if it does not.
     pub fn excluded_because(&self) -> Option<&'static str> {
         if !self.is_healthy() {
             Some("health check failing (or not answered yet)")
-        } else if !self.breaker.allows() {
+        } else if !self.breaker().allows() {
             Some("circuit breaker open after consecutive request failures")
         } else {
             None
@@ -167,12 +189,14 @@ impl Worker {
 
     /// A request on this worker got its first token.
     pub(super) fn mark_served(&self) {
-        self.served_at_ms.store(clock_ms(), Ordering::Relaxed);
+        self.shared()
+            .served_at_ms
+            .store(clock_ms(), Ordering::Relaxed);
     }
 
     /// Whether a request got its first token from this worker within `window`.
     pub fn served_within(&self, window: std::time::Duration) -> bool {
-        let at = self.served_at_ms.load(Ordering::Relaxed);
+        let at = self.shared().served_at_ms.load(Ordering::Relaxed);
         at != 0 && u128::from(clock_ms().saturating_sub(at)) <= window.as_millis()
     }
 
@@ -189,5 +213,56 @@ impl Worker {
 
     pub(super) fn release(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of};
+
+    #[test]
+    fn what_a_pick_reads_is_in_the_first_cache_line() {
+        assert_eq!(align_of::<Worker>(), 64);
+        // The breaker's open flag is its first field (`breaker`'s own test).
+        let breaker_open = offset_of!(Worker, breaker);
+        for end in [
+            offset_of!(Worker, id) + 4,
+            offset_of!(Worker, healthy) + 1,
+            offset_of!(Worker, in_flight) + 8,
+            offset_of!(Worker, pending_prefill) + 8,
+            offset_of!(Worker, engine_running) + 8,
+            offset_of!(Worker, engine_waiting_uncached) + 8,
+            offset_of!(Worker, member) + 8,
+            breaker_open + 8,
+        ] {
+            assert!(end <= 64, "a field ends at byte {end}");
+        }
+    }
+
+    #[test]
+    fn rank_units_share_the_member_health_breaker_and_traffic() {
+        let member = Arc::new(Worker::new(WorkerId(0), "http://127.0.0.1:1").unwrap());
+        let rank = DpRank {
+            rank: 1,
+            size: 2,
+            field: crate::protocol::sglang::RankField::RoutedDpRank,
+        };
+        let unit = member.rank_unit(WorkerId(1), rank);
+        assert!(!unit.is_healthy());
+        member.set_healthy(true);
+        assert!(unit.is_available());
+        for _ in 0..crate::workers::breaker::FAILURES_TO_OPEN {
+            unit.breaker().record_failure();
+        }
+        assert!(
+            !member.is_available(),
+            "a rank's failures open the worker's breaker"
+        );
+        unit.mark_served();
+        assert!(member.served_within(std::time::Duration::from_secs(60)));
+        // Its load is its own.
+        unit.book(10);
+        assert_eq!((unit.in_flight(), member.in_flight()), (1, 0));
     }
 }
