@@ -1,7 +1,8 @@
 //! The cost of a pick per policy at 8 / 64 / 512 / 1,000 / 4,000 workers with ~1M tokens indexed,
 //! prefix_cost on the KV-event index at 64 workers with 1M blocks, and prefix index
-//! match / insert against index size. A pick is `routing::select`, as the router makes it: the
-//! healthy candidates filtered from the registry's list, then the policy. After criterion,
+//! match / insert against index size. A pick is what the router does but for its metrics: the
+//! registry's list of available units (`Registry::available`), then `routing::select` (the
+//! candidates, the policy, the breaker's admission). After criterion,
 //! prints p50/p99 of single picks timed one by one (criterion reports means of batches, and the
 //! targets are tails: p99 < 20 µs at 64 workers, < 50 µs at 4,000).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
@@ -23,7 +24,7 @@ use switchboard::routing::prefix_index::PrefixIndex;
 use switchboard::routing::{select, Policy, RouteRequest};
 use switchboard::workers::kv_events::wire::Stored;
 use switchboard::workers::kv_events::KvIndex;
-use switchboard::workers::{EngineLoad, Worker, WorkerId};
+use switchboard::workers::{EngineLoad, Registry, WorkerId};
 
 const INDEXED: usize = 1 << 20;
 const GROUPS: u32 = 256;
@@ -35,21 +36,22 @@ fn prompt(group: u32, question: u32) -> Vec<u32> {
     v
 }
 
-fn workers(n: usize) -> Vec<Arc<Worker>> {
+/// A registry of `n` healthy workers with random engine loads.
+fn workers(n: usize) -> Registry {
     let mut rng = SmallRng::seed_from_u64(n as u64);
-    (0..n)
-        .map(|i| {
-            let w = Worker::new(WorkerId(i as u32), &format!("http://10.0.0.1:{}", 2000 + i))
-                .expect("valid url");
-            w.set_engine_load(EngineLoad {
-                running_requests: rng.random_range(0..32),
-                waiting_requests: rng.random_range(0..4),
-                waiting_uncached_tokens: rng.random_range(0..8192),
-            });
-            w.set_healthy(true);
-            Arc::new(w)
-        })
-        .collect()
+    let urls: Vec<String> = (0..n)
+        .map(|i| format!("http://10.0.0.1:{}", 2000 + i))
+        .collect();
+    let registry = Registry::new(&urls).expect("valid urls");
+    for w in registry.snapshot().iter() {
+        w.set_engine_load(EngineLoad {
+            running_requests: rng.random_range(0..32),
+            waiting_requests: rng.random_range(0..4),
+            waiting_uncached_tokens: rng.random_range(0..8192),
+        });
+        w.set_healthy(true);
+    }
+    registry
 }
 
 fn policies(page: usize) -> Vec<(&'static str, Box<dyn Policy>)> {
@@ -70,14 +72,14 @@ fn policies(page: usize) -> Vec<(&'static str, Box<dyn Policy>)> {
 }
 
 /// Routes distinct prompts until the policy's index is full (its budget is `INDEXED`).
-fn fill(policy: &dyn Policy, ws: &[Arc<Worker>]) {
+fn fill(policy: &dyn Policy, ws: &Registry) {
     for q in 0..(3 * INDEXED / 2176) as u32 {
         let ids = prompt(q % GROUPS, q);
         let req = RouteRequest {
             prompt_ids: &ids,
             session_key: None,
         };
-        select(policy, &req, ws, &[]).expect("healthy workers");
+        select(policy, &req, &ws.available(), &[]).expect("healthy workers");
     }
 }
 
@@ -99,7 +101,12 @@ fn bench_pick(cr: &mut Criterion) {
                         prompt_ids: &requests[i],
                         session_key: None,
                     };
-                    black_box(select(policy.as_ref(), black_box(&req), &ws, &[]))
+                    black_box(select(
+                        policy.as_ref(),
+                        black_box(&req),
+                        &ws.available(),
+                        &[],
+                    ))
                 })
             });
             let (p50, p99) = pick_tail(policy.as_ref(), &ws, &requests);
@@ -113,7 +120,7 @@ fn bench_pick(cr: &mut Criterion) {
 }
 
 /// p50 and p99 of 20,000 single picks, in µs.
-fn pick_tail(policy: &dyn Policy, ws: &[Arc<Worker>], requests: &[Vec<u32>]) -> (f64, f64) {
+fn pick_tail(policy: &dyn Policy, ws: &Registry, requests: &[Vec<u32>]) -> (f64, f64) {
     let mut samples: Vec<u128> = (0..20_000)
         .map(|k| {
             let req = RouteRequest {
@@ -121,7 +128,7 @@ fn pick_tail(policy: &dyn Policy, ws: &[Arc<Worker>], requests: &[Vec<u32>]) -> 
                 session_key: None,
             };
             let t = Instant::now();
-            black_box(select(policy, &req, ws, &[]).ok());
+            black_box(select(policy, &req, &ws.available(), &[]).ok());
             t.elapsed().as_nanos()
         })
         .collect();
@@ -172,7 +179,7 @@ fn bench_pick_kv_events(cr: &mut Criterion) {
                 prompt_ids: &requests[i],
                 session_key: None,
             };
-            black_box(select(&policy, black_box(&req), &ws, &[]))
+            black_box(select(&policy, black_box(&req), &ws.available(), &[]))
         })
     });
     g.finish();

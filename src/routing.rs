@@ -23,7 +23,7 @@ pub use config::{KvEventsMode, PolicyKind, RoutingConfig};
 pub use router::Router;
 pub use session::session_key;
 
-use crate::workers::{Worker, WorkerId};
+use crate::workers::{Available, Worker, WorkerId};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RouteError {
@@ -120,34 +120,31 @@ fn page_size(cfg: &RoutingConfig) -> usize {
     usize::try_from(cfg.prefix_page_size).unwrap_or(16).max(1)
 }
 
-/// Healthy workers only: a policy never sees an excluded one.
+/// Picks among the `available` units (a policy never sees an unavailable one), except
 /// `exclude`: workers this request already failed on (retries and migrations go elsewhere).
 pub fn select(
     policy: &dyn Policy,
     req: &RouteRequest<'_>,
-    workers: &[Arc<Worker>],
+    available: &Available,
     exclude: &[WorkerId],
 ) -> Result<(Arc<Worker>, Pick), RouteError> {
-    // Room for all: `collect` from a filter starts empty and grows by doubling.
-    let mut healthy: Vec<&Arc<Worker>> = Vec::with_capacity(workers.len());
-    healthy.extend(
-        workers
-            .iter()
-            .filter(|w| w.is_available() && !exclude.contains(&w.id)),
-    );
-    // A half-open breaker admits one probe: a worker whose probe another request claimed since
-    // the filter above is dropped and the policy picks again (each round removes one candidate).
+    let mut candidates = available.candidates(exclude);
+    // A half-open breaker admits one probe, and a breaker may have tripped since the list was
+    // built: a worker whose breaker refuses is dropped and the policy picks again (each round
+    // removes one candidate).
     loop {
         let pick = policy
-            .pick(req, &healthy)
+            .pick(req, &candidates)
             .ok_or(RouteError::NoHealthyWorker)?;
-        let worker = healthy.get(pick.index).ok_or(RouteError::NoHealthyWorker)?;
+        let worker = candidates
+            .get(pick.index)
+            .ok_or(RouteError::NoHealthyWorker)?;
         let admission = worker.breaker().admit();
         if admission.admitted() {
             let probe = admission.probe();
             return Ok((Arc::clone(worker), Pick { probe, ..pick }));
         }
-        healthy.remove(pick.index);
+        candidates.remove(pick.index);
     }
 }
 
@@ -172,19 +169,50 @@ mod probe_tests {
 
     #[test]
     fn a_half_open_worker_gets_one_request_and_others_take_the_rest() {
-        let ws = test_workers(2);
-        for w in &ws {
-            w.set_healthy(true);
-        }
+        let registry = test_registry(2);
+        let ws = registry.snapshot();
         ws[0].breaker().half_open_now();
         let policy = round_robin::RoundRobin::default();
         let req = RouteRequest::default();
         let picked: Vec<WorkerId> = (0..6)
-            .map(|_| select(&policy, &req, &ws, &[]).unwrap().0.id)
+            .map(|_| {
+                select(&policy, &req, &registry.available(), &[])
+                    .unwrap()
+                    .0
+                    .id
+            })
             .collect();
         let probes = picked.iter().filter(|&&id| id == WorkerId(0)).count();
         assert_eq!(probes, 1, "{picked:?}");
         // With only the half-open worker left, the probe's holder is the only one let through.
-        assert!(select(&policy, &req, &ws, &[WorkerId(1)]).is_err());
+        assert!(select(&policy, &req, &registry.available(), &[WorkerId(1)]).is_err());
+    }
+
+    #[test]
+    fn a_breaker_tripped_since_the_list_was_built_refuses_its_pick() {
+        let registry = test_registry(2);
+        let ws = registry.snapshot();
+        let available = registry.available();
+        for _ in 0..crate::workers::breaker::FAILURES_TO_OPEN {
+            ws[0].breaker().record_failure();
+        }
+        let policy = round_robin::RoundRobin::default();
+        let req = RouteRequest::default();
+        for _ in 0..4 {
+            let (w, _) = select(&policy, &req, &available, &[]).unwrap();
+            assert_eq!(w.id, WorkerId(1));
+        }
+    }
+
+    /// A registry of `n` healthy workers.
+    fn test_registry(n: usize) -> crate::workers::Registry {
+        let urls: Vec<String> = (0..n)
+            .map(|i| format!("http://127.0.0.1:{}", 1000 + i))
+            .collect();
+        let registry = crate::workers::Registry::new(&urls).unwrap();
+        for w in registry.snapshot().iter() {
+            w.set_healthy(true);
+        }
+        registry
     }
 }

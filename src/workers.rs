@@ -1,5 +1,6 @@
 //! The workers behind the gateway: identity, health and in-flight load.
 
+pub mod availability;
 pub mod breaker;
 pub mod dp;
 pub mod health;
@@ -11,6 +12,7 @@ pub mod page_key;
 pub mod registry;
 pub mod worker;
 
+pub use availability::Available;
 pub use load::LoadGuard;
 pub use registry::{Registry, RegistryError};
 pub use worker::{EngineLoad, Worker, WorkerId};

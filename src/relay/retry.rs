@@ -181,8 +181,8 @@ fn take_preferred(
     exclude: &[WorkerId],
 ) -> Option<(Arc<Worker>, Pick)> {
     let id = preferred?;
-    let units = router.registry().routing();
-    crate::routing::select(&Only(id), route, &units, exclude).ok()
+    let available = router.registry().available();
+    crate::routing::select(&Only(id), route, &available, exclude).ok()
 }
 
 /// A "policy" that takes one given worker, when it is among the candidates.

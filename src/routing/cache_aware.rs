@@ -113,11 +113,6 @@ impl Policy for CacheAware {
         if workers.is_empty() {
             return None;
         }
-        let loads: Vec<usize> = workers.iter().map(|w| w.in_flight()).collect();
-        let mean = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
-        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % workers.len();
-        let min_load = least_loaded(&loads, start, |_| true)?;
-
         let hashes = self.index.page_hashes(req.prompt_ids);
         let cached = Cached::lookup(
             &self.index,
@@ -126,8 +121,19 @@ impl Policy for CacheAware {
             &hashes,
             workers,
         );
-        // Matched tokens per worker.
-        let depth: Vec<usize> = workers.iter().map(|w| cached.tokens(w.id)).collect();
+        // Load and matched tokens per worker, in one pass: at thousands of workers each read
+        // of a worker is a cache miss, the passes below over the two lists are not.
+        let (mut loads, mut depth) = (
+            Vec::with_capacity(workers.len()),
+            Vec::with_capacity(workers.len()),
+        );
+        for w in workers {
+            loads.push(w.in_flight());
+            depth.push(cached.tokens(w.id));
+        }
+        let mean = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
+        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % workers.len();
+        let min_load = least_loaded(&loads, start, |_| true)?;
         let deepest = depth.iter().copied().max().unwrap_or(0);
         let matched = deepest;
         let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;

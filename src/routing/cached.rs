@@ -51,26 +51,35 @@ impl Cached {
         }
     }
 
+    #[inline]
     pub fn tokens(&self, w: WorkerId) -> usize {
-        self.exact
-            .as_ref()
-            .and_then(|e| e.cached_tokens(w))
-            .unwrap_or_else(|| {
-                if self.approx_bits & bit(w) == 0 {
-                    0
-                } else {
-                    pages_for(&self.approx, w) * self.page_size
-                }
-            })
+        match self.exact.as_ref().and_then(|e| e.cached_tokens(w)) {
+            Some(tokens) => tokens,
+            None => self.approx_tokens(w),
+        }
     }
 
-    /// Cached tokens a prefill of `uncached` tokens on `w` evicts: what does not fit in its free
-    /// KV (a radix cache makes room by dropping its least recently used entries). 0 when unknown.
-    pub fn evicted(&self, w: WorkerId, uncached: usize) -> usize {
-        self.exact
-            .as_ref()
-            .and_then(|e| e.free_tokens(w))
-            .map_or(0, |free| uncached.saturating_sub(free))
+    /// [`Cached::tokens`] of `w` (at most `prompt`), and the cached tokens a prefill of the rest
+    /// there evicts: what does not fit in its free KV (a radix cache makes room by dropping its
+    /// least recently used entries), 0 when unknown. One lookup, for a scan over every worker.
+    #[inline]
+    pub fn tokens_and_evicted(&self, w: WorkerId, prompt: usize) -> (usize, usize) {
+        match self.exact.as_ref().and_then(|e| e.cached_and_free(w)) {
+            Some((cached, free)) => {
+                let cached = cached.min(prompt);
+                (cached, (prompt - cached).saturating_sub(free))
+            }
+            None => (self.approx_tokens(w).min(prompt), 0),
+        }
+    }
+
+    #[inline]
+    fn approx_tokens(&self, w: WorkerId) -> usize {
+        if self.approx_bits & bit(w) == 0 {
+            0
+        } else {
+            pages_for(&self.approx, w) * self.page_size
+        }
     }
 
     /// The prompt goes to `w`: the exact index credits it until its events arrive when `w` is

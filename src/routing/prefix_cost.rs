@@ -122,11 +122,9 @@ impl Policy for PrefixCost {
         // Two ranges, not `(start + k) % n`: no division per worker.
         for i in (start..n).chain(0..start) {
             let w = workers[i];
-            let cached = held.tokens(w.id).min(prompt);
-            let evicted = held.evicted(w.id, prompt - cached);
-            let engine = w.engine_load();
-            let queued = w.pending_prefill().max(engine.waiting_uncached_tokens);
-            let decode = (w.in_flight() as u64).max(engine.running_requests);
+            let (cached, evicted) = held.tokens_and_evicted(w.id, prompt);
+            let queued = w.pending_prefill().max(w.engine_waiting_uncached());
+            let decode = (w.in_flight() as u64).max(w.engine_running());
             let cost = self.prefill_weight * as_f64((prompt - cached + evicted) as u64)
                 + as_f64(queued)
                 + self.decode_weight * as_f64(decode);

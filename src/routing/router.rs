@@ -59,8 +59,8 @@ impl Router {
     ) -> Result<(Arc<Worker>, Pick), RouteError> {
         let t = Instant::now();
         self.follow_routing_changes();
-        let workers = self.registry.routing();
-        let picked = select(self.policy.as_ref(), req, &workers, exclude)?;
+        let available = self.registry.available();
+        let picked = select(self.policy.as_ref(), req, &available, exclude)?;
         self.metrics.pick(picked.0.url());
         self.metrics.stage(Stage::Route, t.elapsed().as_secs_f64());
         Ok(picked)

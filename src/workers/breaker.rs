@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::availability;
+
 /// Failed requests in a row that open the breaker.
 pub const FAILURES_TO_OPEN: u32 = 5;
 /// How long an open breaker keeps the worker out before a probe request.
@@ -87,6 +89,12 @@ impl Breaker {
         }
     }
 
+    /// Closed: lets every request through until a change of state (which
+    /// [`availability`] hears of).
+    pub fn is_closed(&self) -> bool {
+        self.open_until_ms.load(Ordering::Relaxed) == 0
+    }
+
     /// Whether the worker may take a request now: closed, or half-open with no probe in flight.
     /// Only looks; [`Breaker::admit`] claims the probe. Inlined: every pick asks it of every
     /// candidate, and a closed breaker answers with one load.
@@ -139,10 +147,12 @@ impl Breaker {
 
     pub fn record_success(&self) {
         self.failures.store(0, Ordering::Relaxed);
-        if self.open_until_ms.swap(0, Ordering::Relaxed) != 0 {
-            self.transitions.fetch_add(1, Ordering::Relaxed);
-        }
+        let was_open = self.open_until_ms.swap(0, Ordering::Relaxed) != 0;
         self.probe_since_ms.store(0, Ordering::Release);
+        if was_open {
+            self.transitions.fetch_add(1, Ordering::Relaxed);
+            availability::changed();
+        }
     }
 
     pub fn record_failure(&self) {
@@ -150,11 +160,13 @@ impl Breaker {
         if n >= FAILURES_TO_OPEN {
             // Opening again from half-open restarts the cool-down.
             let until = now_ms() + COOL_DOWN.as_millis() as u64;
-            if self.open_until_ms.swap(until, Ordering::Relaxed) == 0 {
-                self.transitions.fetch_add(1, Ordering::Relaxed);
-            }
+            let was_closed = self.open_until_ms.swap(until, Ordering::Relaxed) == 0;
             // Open again: the next probe is due after the new cool-down.
             self.probe_since_ms.store(0, Ordering::Release);
+            if was_closed {
+                self.transitions.fetch_add(1, Ordering::Relaxed);
+                availability::changed();
+            }
         }
     }
 
@@ -165,6 +177,7 @@ impl Breaker {
         let _ = epoch();
         std::thread::sleep(Duration::from_millis(2));
         self.open_until_ms.store(1, Ordering::Relaxed);
+        availability::changed();
     }
 
     /// Times the breaker opened or closed (for the transitions metric).

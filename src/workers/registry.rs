@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::availability::{self, Available};
 use super::{Worker, WorkerId};
 use crate::protocol::sglang::DpRank;
 
@@ -24,6 +25,8 @@ pub struct Registry {
     routing: RwLock<Arc<[Arc<Worker>]>>,
     /// Counts those changes, so a policy hears of units that appear in the background.
     generation: AtomicU64,
+    /// The routing units that may take requests, as of a generation and availability epoch.
+    available: RwLock<Arc<Available>>,
     /// `--disable-dp-routing`: every worker is routed whole.
     whole_only: AtomicBool,
 }
@@ -140,6 +143,22 @@ impl Registry {
     /// What routing picks among.
     pub fn routing(&self) -> Arc<[Arc<Worker>]> {
         Arc::clone(&self.routing.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The routing units that may take requests now (`Available::candidates`), built again
+    /// only when the units, some worker's health or some breaker changed since last time.
+    pub fn available(&self) -> Arc<Available> {
+        let (generation, epoch) = (self.generation(), availability::epoch());
+        {
+            let kept = self.available.read().unwrap_or_else(|e| e.into_inner());
+            if kept.is_current(generation, epoch) {
+                return Arc::clone(&kept);
+            }
+        }
+        // Two picks may both build; either list is right for what it read.
+        let fresh = Arc::new(Available::build(generation, epoch, &self.routing()));
+        *self.available.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&fresh);
+        fresh
     }
 
     pub fn routing_ids(&self) -> Vec<WorkerId> {

@@ -135,7 +135,9 @@ impl Worker {
     }
 
     pub fn set_healthy(&self, healthy: bool) {
-        self.shared().healthy.store(healthy, Ordering::Relaxed);
+        if self.shared().healthy.swap(healthy, Ordering::Relaxed) != healthy {
+            super::availability::changed();
+        }
     }
 
     /// Shared by a data-parallel worker's rank units.
@@ -154,10 +156,12 @@ impl Worker {
         }
     }
 
+    #[inline]
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }
 
+    #[inline]
     pub fn pending_prefill(&self) -> u64 {
         self.pending_prefill.load(Ordering::Relaxed)
     }
@@ -168,6 +172,19 @@ impl Worker {
             waiting_requests: self.engine_waiting.load(Ordering::Relaxed),
             waiting_uncached_tokens: self.engine_waiting_uncached.load(Ordering::Relaxed),
         }
+    }
+
+    /// `engine_load().running_requests`, alone: a pick reads only what is in the worker's
+    /// first cache line (`waiting_requests` is not).
+    #[inline]
+    pub fn engine_running(&self) -> u64 {
+        self.engine_running.load(Ordering::Relaxed)
+    }
+
+    /// `engine_load().waiting_uncached_tokens`, alone (see [`Worker::engine_running`]).
+    #[inline]
+    pub fn engine_waiting_uncached(&self) -> u64 {
+        self.engine_waiting_uncached.load(Ordering::Relaxed)
     }
 
     pub fn load_sources(&self) -> LoadSources {

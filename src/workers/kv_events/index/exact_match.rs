@@ -24,11 +24,14 @@ impl ExactMatch {
         self.pages.get(i).map(|e| e.1 as usize * self.block_size)
     }
 
-    /// Free KV tokens on `w`, or `None` when `w` is not covered.
-    pub fn free_tokens(&self, w: WorkerId) -> Option<usize> {
+    /// [`ExactMatch::cached_tokens`], and the free KV tokens on `w`, in one lookup.
+    pub fn cached_and_free(&self, w: WorkerId) -> Option<(usize, usize)> {
         let i = self.pages.binary_search_by_key(&w, |e| e.0).ok()?;
-        let blocks = *self.free_blocks.get(i)?;
-        Some(blocks.saturating_mul(self.block_size))
+        let (pages, free) = (self.pages.get(i)?.1, *self.free_blocks.get(i)?);
+        Some((
+            pages as usize * self.block_size,
+            free.saturating_mul(self.block_size),
+        ))
     }
 
     pub fn covers(&self, w: WorkerId) -> bool {
