@@ -93,17 +93,6 @@ impl CacheAware {
     }
 }
 
-/// Index of the least-loaded worker among those `eligible`, scanning from `start` so that
-/// equal loads take turns.
-fn least_loaded(loads: &[usize], start: usize, eligible: impl Fn(usize) -> bool) -> Option<usize> {
-    let n = loads.len();
-    // Two ranges, not `(start + k) % n`: no division per worker.
-    (start.min(n)..n)
-        .chain(0..start.min(n))
-        .filter(|&i| eligible(i))
-        .min_by_key(|&i| loads.get(i).copied().unwrap_or(usize::MAX))
-}
-
 impl Policy for CacheAware {
     fn index_tokens(&self) -> Option<usize> {
         Some(self.index.size().tokens)
@@ -121,41 +110,48 @@ impl Policy for CacheAware {
             &hashes,
             workers,
         );
-        // Load and matched tokens per worker, in one pass: at thousands of workers each read
-        // of a worker is a cache miss, the passes below over the two lists are not.
-        let (mut loads, mut depth) = (
-            Vec::with_capacity(workers.len()),
-            Vec::with_capacity(workers.len()),
-        );
-        for w in workers {
-            loads.push(w.in_flight());
-            depth.push(cached.tokens(w.id));
+        // One pass in rotation order (so equal loads take turns; two ranges, not `(start + k)
+        // % n`: no division per worker), reading each worker once: at thousands of workers
+        // each read is a cache miss. It finds the total load, the least-loaded worker, and the
+        // least-loaded of those with the deepest match, each as (load or depth, …, index,
+        // matched tokens); strict comparisons keep the first in rotation order.
+        let n = workers.len();
+        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
+        let mut total = 0usize;
+        let mut least: Option<(usize, usize, usize)> = None; // (load, index, matched)
+        let mut deepest: Option<(usize, usize, usize)> = None; // (matched, load, index)
+        for i in (start..n).chain(0..start) {
+            let w = workers[i];
+            let (load, depth) = (w.in_flight(), cached.tokens(w.id));
+            total = total.saturating_add(load);
+            if least.is_none_or(|(l, _, _)| load < l) {
+                least = Some((load, i, depth));
+            }
+            if deepest.is_none_or(|(d, l, _)| depth > d || (depth == d && load < l)) {
+                deepest = Some((depth, load, i));
+            }
         }
-        let mean = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
-        let start = self.rotate.fetch_add(1, Ordering::Relaxed) % workers.len();
-        let min_load = least_loaded(&loads, start, |_| true)?;
-        let deepest = depth.iter().copied().max().unwrap_or(0);
-        let matched = deepest;
+        let ((_, min_load, min_depth), (matched, best_load, best)) = (least?, deepest?);
+        let mean = total as f64 / n as f64;
         let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;
 
-        let chosen = if deepest > 0 && match_rate > self.cfg.cache_threshold {
-            let best = least_loaded(&loads, start, |i| depth[i] == deepest)?;
-            let load = loads[best] as f64;
+        let (chosen, predicted) = if matched > 0 && match_rate > self.cfg.cache_threshold {
+            let load = best_load as f64;
             let spill = load > mean * self.cfg.balance_rel_threshold
                 && load > mean + self.cfg.balance_abs_threshold as f64;
             if spill {
-                min_load
+                (min_load, min_depth)
             } else {
-                best
+                (best, matched)
             }
         } else {
-            min_load
+            (min_load, min_depth)
         };
         cached.record(&self.index, self.kv.as_deref(), &hashes, workers[chosen].id);
         self.maybe_sweep();
         Some(Pick {
             index: chosen,
-            predicted_cached: depth[chosen],
+            predicted_cached: predicted,
             probe: None,
         })
     }
