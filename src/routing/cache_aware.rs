@@ -93,6 +93,43 @@ impl CacheAware {
     }
 }
 
+/// What [`CacheAware::pick`] needs of the candidates' (load, matched tokens): the total load,
+/// the least-loaded one, and the least-loaded of those with the deepest match, each as (index,
+/// matched tokens). Ties go to the first from `start` on, so equal loads take turns.
+#[derive(Debug, PartialEq, Eq)]
+struct Survey {
+    total: usize,
+    least: (usize, usize),
+    deepest: (usize, usize),
+    best_load: usize,
+}
+
+/// One pass over the `n` candidates in rotation order, reading each once (`figures(i)`): at
+/// thousands of workers each read is a cache miss. Two ranges, not `(start + k) % n`: no
+/// division per worker. `None` when `n` is 0.
+fn survey(n: usize, start: usize, figures: impl Fn(usize) -> (usize, usize)) -> Option<Survey> {
+    let mut total = 0usize;
+    let mut least: Option<(usize, usize, usize)> = None; // (load, index, matched)
+    let mut deepest: Option<(usize, usize, usize)> = None; // (matched, load, index)
+    for i in (start.min(n)..n).chain(0..start.min(n)) {
+        let (load, depth) = figures(i);
+        total = total.saturating_add(load);
+        if least.is_none_or(|(l, _, _)| load < l) {
+            least = Some((load, i, depth));
+        }
+        if deepest.is_none_or(|(d, l, _)| depth > d || (depth == d && load < l)) {
+            deepest = Some((depth, load, i));
+        }
+    }
+    let ((_, least_at, least_depth), (depth, best_load, best)) = (least?, deepest?);
+    Some(Survey {
+        total,
+        least: (least_at, least_depth),
+        deepest: (best, depth),
+        best_load,
+    })
+}
+
 impl Policy for CacheAware {
     fn index_tokens(&self) -> Option<usize> {
         Some(self.index.size().tokens)
@@ -110,28 +147,17 @@ impl Policy for CacheAware {
             &hashes,
             workers,
         );
-        // One pass in rotation order (so equal loads take turns; two ranges, not `(start + k)
-        // % n`: no division per worker), reading each worker once: at thousands of workers
-        // each read is a cache miss. It finds the total load, the least-loaded worker, and the
-        // least-loaded of those with the deepest match, each as (load or depth, …, index,
-        // matched tokens); strict comparisons keep the first in rotation order.
         let n = workers.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
-        let mut total = 0usize;
-        let mut least: Option<(usize, usize, usize)> = None; // (load, index, matched)
-        let mut deepest: Option<(usize, usize, usize)> = None; // (matched, load, index)
-        for i in (start..n).chain(0..start) {
+        let Survey {
+            total,
+            least: (min_load, min_depth),
+            deepest: (best, matched),
+            best_load,
+        } = survey(n, start, |i| {
             let w = workers[i];
-            let (load, depth) = (w.in_flight(), cached.tokens(w.id));
-            total = total.saturating_add(load);
-            if least.is_none_or(|(l, _, _)| load < l) {
-                least = Some((load, i, depth));
-            }
-            if deepest.is_none_or(|(d, l, _)| depth > d || (depth == d && load < l)) {
-                deepest = Some((depth, load, i));
-            }
-        }
-        let ((_, min_load, min_depth), (matched, best_load, best)) = (least?, deepest?);
+            (w.in_flight(), cached.tokens(w.id))
+        })?;
         let mean = total as f64 / n as f64;
         let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;
 
@@ -165,6 +191,35 @@ impl Policy for CacheAware {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The one pass finds what separate passes over the two lists find (as this policy
+        /// did before): `min_by_key` keeps the first minimum in rotation order.
+        #[test]
+        fn one_pass_finds_what_separate_passes_find(
+            figures in proptest::collection::vec((0usize..4, 0usize..3), 1..24),
+            start in 0usize..24,
+        ) {
+            let n = figures.len();
+            let start = start % n;
+            let order: Vec<usize> = (start..n).chain(0..start).collect();
+            let least = order.iter().copied().min_by_key(|&i| figures[i].0).unwrap();
+            let deepest = figures.iter().map(|f| f.1).max().unwrap();
+            let best = order
+                .iter()
+                .copied()
+                .filter(|&i| figures[i].1 == deepest)
+                .min_by_key(|&i| figures[i].0)
+                .unwrap();
+            let expected = Survey {
+                total: figures.iter().map(|f| f.0).sum(),
+                least: (least, figures[least].1),
+                deepest: (best, deepest),
+                best_load: figures[best].0,
+            };
+            proptest::prop_assert_eq!(survey(n, start, |i| figures[i]), Some(expected));
+        }
+    }
     use crate::workers::LoadGuard;
 
     fn policy(interval_secs: u64, max_tree_size: usize) -> CacheAware {
