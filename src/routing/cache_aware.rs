@@ -94,13 +94,16 @@ impl CacheAware {
 }
 
 /// What [`CacheAware::pick`] needs of the candidates' (load, matched tokens): the total load,
-/// the least-loaded one, and the least-loaded of those with the deepest match, each as (index,
-/// matched tokens). Ties go to the first from `start` on, so equal loads take turns.
+/// the least-loaded one, and the least-loaded of those with the deepest match. Ties go to the
+/// first from `start` on, so equal loads take turns.
 #[derive(Debug, PartialEq, Eq)]
 struct Survey {
     total: usize,
-    least: (usize, usize),
-    deepest: (usize, usize),
+    least_at: usize,
+    least_matched: usize,
+    best_at: usize,
+    /// The deepest match of any candidate.
+    best_matched: usize,
     best_load: usize,
 }
 
@@ -121,11 +124,13 @@ fn survey(n: usize, start: usize, figures: impl Fn(usize) -> (usize, usize)) -> 
             deepest = Some((depth, load, i));
         }
     }
-    let ((_, least_at, least_depth), (depth, best_load, best)) = (least?, deepest?);
+    let ((_, least_at, least_matched), (best_matched, best_load, best_at)) = (least?, deepest?);
     Some(Survey {
         total,
-        least: (least_at, least_depth),
-        deepest: (best, depth),
+        least_at,
+        least_matched,
+        best_at,
+        best_matched,
         best_load,
     })
 }
@@ -151,27 +156,29 @@ impl Policy for CacheAware {
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         let Survey {
             total,
-            least: (min_load, min_depth),
-            deepest: (best, matched),
+            least_at,
+            least_matched,
+            best_at,
+            best_matched,
             best_load,
         } = survey(n, start, |i| {
             let w = workers[i];
             (w.in_flight(), cached.tokens(w.id))
         })?;
         let mean = total as f64 / n as f64;
-        let match_rate = matched as f64 / req.prompt_ids.len().max(1) as f64;
+        let match_rate = best_matched as f64 / req.prompt_ids.len().max(1) as f64;
 
-        let (chosen, predicted) = if matched > 0 && match_rate > self.cfg.cache_threshold {
+        let (chosen, predicted) = if best_matched > 0 && match_rate > self.cfg.cache_threshold {
             let load = best_load as f64;
             let spill = load > mean * self.cfg.balance_rel_threshold
                 && load > mean + self.cfg.balance_abs_threshold as f64;
             if spill {
-                (min_load, min_depth)
+                (least_at, least_matched)
             } else {
-                (best, matched)
+                (best_at, best_matched)
             }
         } else {
-            (min_load, min_depth)
+            (least_at, least_matched)
         };
         cached.record(&self.index, self.kv.as_deref(), &hashes, workers[chosen].id);
         self.maybe_sweep();
@@ -213,8 +220,10 @@ mod tests {
                 .unwrap();
             let expected = Survey {
                 total: figures.iter().map(|f| f.0).sum(),
-                least: (least, figures[least].1),
-                deepest: (best, deepest),
+                least_at: least,
+                least_matched: figures[least].1,
+                best_at: best,
+                best_matched: deepest,
                 best_load: figures[best].0,
             };
             proptest::prop_assert_eq!(survey(n, start, |i| figures[i]), Some(expected));

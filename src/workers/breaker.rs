@@ -91,6 +91,7 @@ impl Breaker {
 
     /// Closed: lets every request through until a change of state (which
     /// [`availability`] hears of).
+    #[inline]
     pub fn is_closed(&self) -> bool {
         self.open_until_ms.load(Ordering::Relaxed) == 0
     }
@@ -100,7 +101,7 @@ impl Breaker {
     /// candidate, and a closed breaker answers with one load.
     #[inline]
     pub fn allows(&self) -> bool {
-        self.open_until_ms.load(Ordering::Relaxed) == 0 || self.allows_when_tripped()
+        self.is_closed() || self.allows_when_tripped()
     }
 
     fn allows_when_tripped(&self) -> bool {

@@ -26,11 +26,11 @@ pub struct EngineLoad {
     pub waiting_uncached_tokens: u64,
 }
 
-/// `repr(C, align(64))` with everything a pick reads of a worker in its first cache line: the
-/// load figures, health and the breaker's open flag. Taking the candidates and scanning them
-/// over thousands of workers then touches one line per worker, where the compiler's field order
-/// and separately allocated health and breaker spread them over four (`benches/routing.rs`,
-/// `pick/*/4000`).
+/// `repr(C, align(64))` with everything routing reads of a worker in its first cache line: the
+/// load figures a policy's scan reads on every pick, and the health and breaker's open flag the
+/// registry's list of available units is built from (`availability`). A scan over thousands of
+/// workers then touches one line per worker, where the compiler's field order and separately
+/// allocated health and breaker spread them over four (`benches/routing.rs`, `pick/*/4000`).
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Worker {
