@@ -41,6 +41,17 @@ pub struct Reading {
     pub used_tokens: Option<u64>,
 }
 
+impl Reading {
+    /// With no request waiting there are no waiting tokens: 0.5.9's `/v1/loads` then needs no
+    /// `/get_load` to say so, which halves an idle fleet's polls.
+    fn implied(mut self) -> Reading {
+        if self.waiting == Some(0) {
+            self.waiting_tokens.get_or_insert(0);
+        }
+        self
+    }
+}
+
 #[derive(Deserialize)]
 struct Loads {
     loads: Vec<RankLoad>,
@@ -77,12 +88,15 @@ fn sum<T>(items: &[T], field: impl Fn(&T) -> Option<u64>) -> Option<u64> {
 /// `/v1/loads`, either version.
 pub fn v1_loads(body: &[u8]) -> Option<Reading> {
     let l: Loads = serde_json::from_slice(body).ok()?;
-    Some(Reading {
-        running: sum(&l.loads, |r| r.num_running_reqs),
-        waiting: sum(&l.loads, |r| r.num_waiting_reqs),
-        waiting_tokens: sum(&l.loads, |r| r.num_waiting_uncached_tokens),
-        used_tokens: sum(&l.loads, |r| r.num_used_tokens),
-    })
+    Some(
+        Reading {
+            running: sum(&l.loads, |r| r.num_running_reqs),
+            waiting: sum(&l.loads, |r| r.num_waiting_reqs),
+            waiting_tokens: sum(&l.loads, |r| r.num_waiting_uncached_tokens),
+            used_tokens: sum(&l.loads, |r| r.num_used_tokens),
+        }
+        .implied(),
+    )
 }
 
 /// `/v1/loads` rank by rank (a data-parallel worker's units), indexed by `dp_rank` (by position
@@ -97,7 +111,8 @@ pub fn v1_loads_by_rank(body: &[u8]) -> Option<Vec<Reading>> {
                 waiting: r.num_waiting_reqs,
                 waiting_tokens: r.num_waiting_uncached_tokens,
                 used_tokens: r.num_used_tokens,
-            };
+            }
+            .implied();
         }
     }
     Some(ranks)
@@ -306,6 +321,22 @@ mod tests {
                 waiting_uncached_tokens: LoadSource::GetLoad,
             }
         );
+    }
+
+    #[test]
+    fn v0_5_9_with_nothing_waiting_has_no_waiting_tokens_to_ask_for() {
+        let v1 = br#"{"version":"0.5.9","loads":[{"dp_rank":0,"num_running_reqs":2,"num_waiting_reqs":0,"num_used_tokens":300},{"dp_rank":1,"num_running_reqs":0,"num_waiting_reqs":3,"num_used_tokens":9}]}"#;
+        let ranks = v1_loads_by_rank(v1).unwrap();
+        assert_eq!(ranks[0].waiting_tokens, Some(0));
+        assert_eq!(
+            ranks[1].waiting_tokens, None,
+            "waiting: /get_load says how much"
+        );
+        assert_eq!(v1_loads(v1).unwrap().waiting_tokens, None);
+        let idle = br#"{"version":"0.5.9","loads":[{"num_running_reqs":0,"num_waiting_reqs":0,"num_used_tokens":0}]}"#;
+        let (load, sources) = merge((v1_loads(idle).unwrap(), LoadSource::V1Loads), None);
+        assert_eq!(load, EngineLoad::default());
+        assert_eq!(sources.waiting_uncached_tokens, LoadSource::V1Loads);
     }
 
     #[test]
