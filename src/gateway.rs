@@ -129,16 +129,9 @@ fn spawn_background(state: &AppState) -> Result<(), StartError> {
         }
         for registry in &registries {
             registry.route_dp_ranks(!c.disable_dp_routing);
-            let load_polls = (c.load_poll_interval_ms > 0)
-                .then(|| Duration::from_millis(c.load_poll_interval_ms));
-            let report_gap = load_polls.map(load_poll::longest_gap);
-            health::spawn(
-                Arc::clone(registry),
-                client.clone(),
-                health_interval,
-                report_gap,
-            );
-            if let Some(every) = load_polls {
+            health::spawn(Arc::clone(registry), client.clone(), health_interval);
+            if c.load_poll_interval_ms > 0 {
+                let every = Duration::from_millis(c.load_poll_interval_ms);
                 load_poll::spawn(Arc::clone(registry), client.clone(), every);
             }
         }

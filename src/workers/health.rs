@@ -10,11 +10,8 @@
 //! interval, and a request that reaches a dead worker fails before its first byte and is
 //! retried elsewhere, so the longer gap costs no client anything.
 //!
-//! An idle worker whose load poll answered within that poll's longest gap is not probed at all:
-//! the answer comes from its scheduler, as `/health`'s does, and at thousands of idle workers
-//! the probes were half of the gateway's background requests (`benches/fleet.sh`). A load
-//! poll that goes unanswered is trouble, and the worker is probed at every interval again; so a
-//! worker that dies while idle is excluded within one load-poll gap and two intervals.
+//! A load poll's answer does not stand in for a probe: a worker that is draining or warming up
+//! (SGLang's `/health` 503, a gRPC servicer's NOT_SERVING) still reports its load.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -80,20 +77,6 @@ impl History {
         false
     }
 
-    /// What this tick does for a worker: `served` says a client got a first token from it
-    /// within the interval, `reported` that it is quiet and its load poll answered recently.
-    fn step(&mut self, quiet: bool, served: bool, reported: bool) -> Step {
-        if served {
-            Step::Pass { quiet: false }
-        } else if !self.due(quiet) {
-            Step::Skip
-        } else if reported {
-            Step::Pass { quiet: true }
-        } else {
-            Step::Probe { quiet }
-        }
-    }
-
     /// After a probe: a pass while quiet lengthens the period, anything else resets it.
     fn schedule(&mut self, passed_quietly: bool) {
         self.period = if passed_quietly {
@@ -103,14 +86,6 @@ impl History {
         };
         self.wait = self.period - 1;
     }
-}
-
-/// One worker at one tick: nothing, a pass without a probe, or a probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Skip,
-    Pass { quiet: bool },
-    Probe { quiet: bool },
 }
 
 /// One immediate probe of a newly added worker, so it takes traffic without waiting a whole interval.
@@ -135,15 +110,12 @@ async fn check(client: &Client, worker: &Worker, timeout: Duration) -> Result<()
 
 /// Every interval, probes each worker that has not shown it works since the last one: a
 /// healthy worker that gave a client its first token within the interval counts as passing
-/// (health folded into traffic), so a busy fleet is not also asked `/health`; `report_gap` is
-/// the load poll's longest gap (`None`: no load polls), within which an answered poll stands in
-/// for the probe of an idle worker. Probes run concurrently: one slow worker does not delay
-/// the others.
+/// (health folded into traffic), so a busy fleet is not also asked `/health`. Probes run
+/// concurrently: one slow worker does not delay the others.
 pub fn spawn(
     registry: Arc<Registry>,
     client: Client,
     interval: Duration,
-    report_gap: Option<Duration>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut history: HashMap<WorkerId, History> = HashMap::new();
@@ -162,18 +134,15 @@ pub fn spawn(
                 let h = history.entry(w.id).or_default();
                 let quiet = w.is_healthy()
                     && w.in_flight() == 0
-                    && w.breaker().state() == BreakerState::Closed
-                    && !w.report_failed();
+                    && w.breaker().state() == BreakerState::Closed;
                 let served = w.is_healthy() && w.served_within(interval);
-                let reported =
-                    quiet && report_gap.is_some_and(|gap| w.reported_within(gap + interval));
-                let step = h.step(quiet, served, reported);
+                let due = served || h.due(quiet);
                 let client = &client;
                 async move {
-                    match step {
-                        Step::Skip => None,
-                        Step::Pass { quiet } => Some((quiet, Ok(()))),
-                        Step::Probe { quiet } => Some((quiet, check(client, w, timeout).await)),
+                    match (served, due) {
+                        (true, _) => Some((false, Ok(()))),
+                        (false, true) => Some((quiet, check(client, w, timeout).await)),
+                        (false, false) => None,
                     }
                 }
             });
@@ -235,24 +204,6 @@ mod tests {
         assert_eq!(probed_ticks(&mut h, 40..44, false), [40, 41, 42, 43]);
         // And a quiet worker starts over from the shortest period.
         assert_eq!(probed_ticks(&mut h, 44..52, true), [44, 46, 50]);
-    }
-
-    #[test]
-    fn a_recent_load_report_stands_in_for_the_probe_of_a_quiet_worker() {
-        let mut h = History::default();
-        for _ in 0..2 {
-            assert_eq!(h.step(true, false, true), Step::Pass { quiet: true });
-            h.schedule(true);
-        }
-        // Passes lengthen the period as probes do; not due: nothing, report or not.
-        assert_eq!(h.step(true, false, true), Step::Skip);
-        let mut h = History::default();
-        // No recent report: the probe goes out as before.
-        assert_eq!(h.step(true, false, false), Step::Probe { quiet: true });
-        // Trouble (the caller never says `reported` for a worker that is not quiet).
-        assert_eq!(h.step(false, false, false), Step::Probe { quiet: false });
-        // Traffic counts as a pass whatever else holds.
-        assert_eq!(h.step(false, true, false), Step::Pass { quiet: false });
     }
 
     #[test]

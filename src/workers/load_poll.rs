@@ -144,13 +144,6 @@ async fn poll_worker(
         let misses = if load.is_some() { 0 } else { misses + 1 };
         ((source, misses), load)
     };
-    // What the health checks take as a sign of life (or of trouble); a worker with no load
-    // source says neither.
-    match (&load, state.0) {
-        (Some(_), _) => worker.mark_load_report(true),
-        (None, Source::None) => {}
-        (None, _) => worker.mark_load_report(false),
-    }
     let reported = load.map(|polled| {
         let (load, sources) = polled.whole;
         worker.set_engine_load(load);
@@ -283,12 +276,6 @@ fn ours(registry: &Registry, w: &Worker) -> usize {
         .units_of(w.id)
         .map_or(0, |units| units.iter().map(|u| u.in_flight()).sum());
     w.in_flight() + ranks
-}
-
-/// The longest an idle, answering worker goes between two polls at this `base` period: how
-/// recent an answer the health checks accept in place of a probe.
-pub fn longest_gap(base: Duration) -> Duration {
-    base * MAX_SLOWDOWN
 }
 
 /// How often the schedule is looked at (the resolution of the polling periods).

@@ -51,17 +51,11 @@ pub struct Worker {
     /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
     /// never): traffic that proves it works stands in for a health probe.
     served_at_ms: AtomicU64,
-    /// When the worker's load poll last answered ([`clock_ms`]; 0 = never or no load report,
-    /// [`REPORT_FAILED`] = its last poll got no answer): an answer stands in for a health probe.
-    reported_at_ms: AtomicU64,
     /// The rank this routing unit runs requests on; `None` for a worker routed whole.
     dp_rank: Option<DpRank>,
     /// Where the engine figures came from (shown in `GET /workers`).
     load_sources: std::sync::Mutex<LoadSources>,
 }
-
-/// `reported_at_ms` after a load poll that got no answer.
-const REPORT_FAILED: u64 = u64::MAX;
 
 /// Milliseconds since the first call, plus one (so 0 can mean "never").
 fn clock_ms() -> u64 {
@@ -99,7 +93,6 @@ impl Worker {
             origin,
             engine_waiting: AtomicU64::new(0),
             served_at_ms: AtomicU64::new(0),
-            reported_at_ms: AtomicU64::new(0),
             dp_rank,
             load_sources: Default::default(),
         }
@@ -222,26 +215,6 @@ impl Worker {
     pub fn served_within(&self, window: std::time::Duration) -> bool {
         let at = self.shared().served_at_ms.load(Ordering::Relaxed);
         at != 0 && u128::from(clock_ms().saturating_sub(at)) <= window.as_millis()
-    }
-
-    /// The worker's load poll answered (`true`) or got no answer from a source that used to
-    /// answer (`false`).
-    pub(super) fn mark_load_report(&self, answered: bool) {
-        let at = if answered { clock_ms() } else { REPORT_FAILED };
-        self.shared().reported_at_ms.store(at, Ordering::Relaxed);
-    }
-
-    /// Whether the worker's load poll answered within `window`, its latest poll included.
-    pub fn reported_within(&self, window: std::time::Duration) -> bool {
-        let at = self.shared().reported_at_ms.load(Ordering::Relaxed);
-        at != 0
-            && at != REPORT_FAILED
-            && u128::from(clock_ms().saturating_sub(at)) <= window.as_millis()
-    }
-
-    /// Whether the worker's latest load poll went unanswered.
-    pub fn report_failed(&self) -> bool {
-        self.shared().reported_at_ms.load(Ordering::Relaxed) == REPORT_FAILED
     }
 
     pub(super) fn book(&self, prefill_tokens: u64) {

@@ -34,17 +34,18 @@ fn total(counts: &serde_json::Value) -> u64 {
         .sum()
 }
 
-/// What one sim behind a gateway with this health interval (and `extra` flags) was asked
-/// while both stayed idle for `window`: the counts before and after.
+/// What one sim behind a gateway with this health interval was asked while both stayed idle
+/// for `window`: the counts before and after.
 async fn idle_for(
     health_interval_secs: &str,
-    extra: &[&str],
     window: Duration,
 ) -> (serde_json::Value, serde_json::Value) {
     let sim = support::sim(&[]).await;
-    let mut args = vec!["--health-check-interval-secs", health_interval_secs];
-    args.extend(extra);
-    let _gw = support::gateway(&[&sim], &args).await;
+    let _gw = support::gateway(
+        &[&sim],
+        &["--health-check-interval-secs", health_interval_secs],
+    )
+    .await;
     let before = background(&sim.url).await;
     tokio::time::sleep(window).await;
     (before, background(&sim.url).await)
@@ -88,7 +89,7 @@ async fn a_fleet_in_one_process_is_independent_workers() {
 async fn an_idle_worker_is_asked_at_most_once_a_second() {
     let window = Duration::from_secs(8);
     // The default health interval (the harness would otherwise shorten it).
-    let (before, after) = idle_for("5", &[], window).await;
+    let (before, after) = idle_for("5", window).await;
     let asked = total(&after) - total(&before);
     assert!(
         asked <= window.as_secs(),
@@ -132,48 +133,17 @@ async fn a_busy_worker_is_not_also_health_checked() {
 }
 
 /// An idle worker that keeps passing is probed after 1, 2, 4, then every 6 intervals, not at
-/// every interval (without load polls, whose answers would stand in for the probes).
+/// every interval.
 #[tokio::test]
 async fn an_idle_passing_worker_is_health_checked_less_and_less_often() {
     let window = Duration::from_secs(10);
-    let (before, after) = idle_for("1", &["--load-poll-interval-ms", "0"], window).await;
+    let (before, after) = idle_for("1", window).await;
     let health = count(&after, "/health") - count(&before, "/health");
     // Every interval would be 10; the schedule gives 3 or 4 in any 10 s.
     assert!(
         (1..=5).contains(&health),
         "{health} health probes of an idle worker in {window:?}"
     );
-}
-
-/// An idle worker whose load polls answer is not also probed: the answers show it works.
-#[tokio::test]
-async fn an_idle_worker_answering_load_polls_is_not_also_health_checked() {
-    let window = Duration::from_secs(10);
-    let (before, after) = idle_for("1", &[], window).await;
-    let health = count(&after, "/health") - count(&before, "/health");
-    let loads = count(&after, "/v1/loads") - count(&before, "/v1/loads");
-    // Probes every 1, 2, 4, 6 s would be 3 or 4 here; one may race the first poll's answer.
-    assert!(
-        health <= 1,
-        "{health} health probes beside {loads} load polls in {window:?}"
-    );
-    assert!(loads >= 1, "the idle worker was never polled");
-}
-
-/// A worker that dies while idle is still excluded soon: its unanswered load poll brings the
-/// health probes back.
-#[tokio::test]
-async fn an_idle_worker_that_dies_is_excluded_after_its_next_load_poll() {
-    let mut sim = support::sim(&[]).await;
-    let gw = support::gateway(&[&sim], &["--health-check-interval-secs", "1"]).await;
-    // Long enough for the load polls to stand in for the probes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    sim.kill();
-    support::eventually("the dead worker excluded", || async {
-        let m = support::metrics_text(&gw.url).await;
-        support::metric_sum(&m, "switchboard_worker_healthy") == 0.0
-    })
-    .await;
 }
 
 /// SGLang 0.5.9 keeps waiting tokens out of `/v1/loads`; with nothing waiting there are none,
