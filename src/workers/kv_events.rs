@@ -9,7 +9,8 @@
 //! - `wire`: the messages and SGLang's msgpack encodings (0.5.9 arrays, 0.5.23 maps).
 //! - `index`: the exact index, speculative entries, freshness and the memory bound.
 //! - `metrics`: events, batches, gaps, replays, stale workers, blocks per worker.
-//! - `subscriber`: discovery, the SUB socket, sequence checks, replay and rebuild.
+//! - `subscriber`: discovery, one task per worker, when a view replays or rebuilds.
+//! - `rank`: one DP rank's SUB socket, sequence checks and replay.
 //! - `replay`: asking a publisher's ROUTER socket for the batches a gap lost.
 //! - `view`: one batch's events applied to a (worker, rank) view, whatever the wire.
 //! - `grpc_source`: the same index fed from a `grpc://` worker's `SubscribeKvEvents` stream.
@@ -18,6 +19,7 @@ pub mod advertised;
 pub mod grpc_source;
 pub mod index;
 pub mod metrics;
+mod rank;
 mod replay;
 pub mod subscriber;
 mod view;
