@@ -1,7 +1,7 @@
 //! `grpc://` workers as a fleet: health over gRPC (a stopped worker, a servicer answering
 //! NOT_SERVING) and a worker added at run time, with its `GetLoads`.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::grpc_workers::{chat, set_faults, sim_requests, stream_chat, FAST};
 use crate::support;
@@ -38,14 +38,7 @@ async fn a_grpc_worker_added_at_run_time_serves_and_reports_its_load() {
     .await;
     long.chunk().await.expect("a first chunk");
     support::eventually("GetLoads reports the running request", || async {
-        let v: Value = support::client()
-            .get(format!("{}/workers", gw.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = support::workers(&gw.url).await;
         let w = &v["workers"][0];
         w["engine_load"]["running_requests"] == 1
             && w["engine_load_sources"]["running_requests"] == "grpc_get_loads"
