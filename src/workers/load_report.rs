@@ -43,7 +43,7 @@ pub struct Reading {
 
 impl Reading {
     /// With no request waiting there are no waiting tokens: 0.5.9's `/v1/loads` then needs no
-    /// `/get_load` to say so, which halves an idle fleet's polls.
+    /// `/get_load` to say so, which halves an idle 0.5.9 worker's load-poll requests.
     fn implied(mut self) -> Reading {
         if self.waiting == Some(0) {
             self.waiting_tokens.get_or_insert(0);
