@@ -235,19 +235,27 @@ async fn a_pd_pair_of_dp_workers_names_each_legs_rank() {
 
 #[tokio::test]
 async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
-    // Rank r publishes at port + r (SGLang's `offset_port`).
-    let port = support::free_port();
-    let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
-    let flags = [
-        "--dp-size",
-        "4",
-        "--zero-latency",
-        "--page-size",
-        "16",
-        "--kv-events-config",
-        &cfg,
-    ];
-    let sim = support::sim(&flags).await;
+    // Rank r publishes at port + r (SGLang's `offset_port`): a range found free a moment
+    // before, tried again if another test's socket took one of its ports since.
+    let mut sim = None;
+    for _ in 0..10 {
+        let port = support::free_port();
+        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
+        let flags = [
+            "--dp-size",
+            "4",
+            "--zero-latency",
+            "--page-size",
+            "16",
+            "--kv-events-config",
+            &cfg,
+        ];
+        if let Ok(s) = support::try_sim(&flags).await {
+            sim = Some(s);
+            break;
+        }
+    }
+    let sim = sim.expect("a free range of four event ports");
     let gw = support::gateway(&[&sim], &[]).await;
     support::eventually("all four ranks subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 4

@@ -73,8 +73,21 @@ pub async fn sim(extra: &[&str]) -> Proc {
     bare_sim(&with_metrics).await
 }
 
+/// [`sim`], with a sim that exited before listening (a port taken) as an error.
+pub async fn try_sim(extra: &[&str]) -> Result<Proc, String> {
+    let mut with_metrics = vec!["--enable-metrics"];
+    with_metrics.extend_from_slice(extra);
+    try_bare_sim(&with_metrics).await
+}
+
 /// [`sim`] without `--enable-metrics` unless `extra` has it: `/metrics` is a 404.
 pub async fn bare_sim(extra: &[&str]) -> Proc {
+    try_bare_sim(extra)
+        .await
+        .unwrap_or_else(|e| panic!("switchboard sim {extra:?} {e}"))
+}
+
+async fn try_bare_sim(extra: &[&str]) -> Result<Proc, String> {
     let mut args = vec!["sim".to_string(), "--port".into(), "0".into()];
     if !extra.contains(&"--sglang-version") {
         if let Some(v) = std::env::var(SIM_VERSION_ENV)
@@ -85,9 +98,9 @@ pub async fn bare_sim(extra: &[&str]) -> Proc {
         }
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let p = start(args, &[], SIM_LISTENING).await;
+    let p = try_start(args, &[], SIM_LISTENING).await?;
     wait_ok(&format!("{}/health", p.url)).await;
-    p
+    Ok(p)
 }
 
 /// `count` simulated workers in one process (`sim --ports FIRST-LAST`) and their URLs, all
