@@ -235,27 +235,7 @@ async fn a_pd_pair_of_dp_workers_names_each_legs_rank() {
 
 #[tokio::test]
 async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
-    // Rank r publishes at port + r (SGLang's `offset_port`): a range found free a moment
-    // before, tried again if another test's socket took one of its ports since.
-    let mut sim = None;
-    for _ in 0..10 {
-        let port = support::free_port();
-        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
-        let flags = [
-            "--dp-size",
-            "4",
-            "--zero-latency",
-            "--page-size",
-            "16",
-            "--kv-events-config",
-            &cfg,
-        ];
-        if let Ok(s) = support::try_sim(&flags).await {
-            sim = Some(s);
-            break;
-        }
-    }
-    let sim = sim.expect("a free range of four event ports");
+    let sim = four_ranks_publishing(false).await;
     let gw = support::gateway(&[&sim], &[]).await;
     support::eventually("all four ranks subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 4
@@ -288,4 +268,32 @@ async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
             "a prompt rank {rank} holds went elsewhere"
         );
     }
+}
+
+/// A sim with four DP ranks publishing KV events (`grpc`: in `--grpc-mode`). Rank r publishes
+/// at port + r (SGLang's `offset_port`): a range found free a moment before, tried again if
+/// another test's socket took one of its ports since.
+pub(crate) async fn four_ranks_publishing(grpc: bool) -> Proc {
+    for _ in 0..10 {
+        let port = support::free_port();
+        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
+        let flags = [
+            "--dp-size",
+            "4",
+            "--zero-latency",
+            "--page-size",
+            "16",
+            "--kv-events-config",
+            &cfg,
+        ];
+        let started = if grpc {
+            support::try_grpc_sim(&flags).await
+        } else {
+            support::try_sim(&flags).await
+        };
+        if let Ok(sim) = started {
+            return sim;
+        }
+    }
+    panic!("no free range of four event ports in 10 tries");
 }

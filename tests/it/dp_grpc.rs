@@ -86,26 +86,7 @@ async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
 
 #[tokio::test]
 async fn each_grpc_ranks_kv_events_steer_its_prefixes_to_that_rank() {
-    // Rank r publishes at port + r: a range found free a moment before, tried again if taken.
-    let mut sim = None;
-    for _ in 0..10 {
-        let port = support::free_port();
-        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
-        let flags = [
-            "--dp-size",
-            "4",
-            "--zero-latency",
-            "--page-size",
-            "16",
-            "--kv-events-config",
-            &cfg,
-        ];
-        if let Ok(s) = support::try_grpc_sim(&flags).await {
-            sim = Some(s);
-            break;
-        }
-    }
-    let sim = sim.expect("a free range of four event ports");
+    let sim = crate::dp::four_ranks_publishing(true).await;
     let gw = support::gateway(&[&sim], &[]).await;
     four_ranks(&gw).await;
     support::eventually("subscribed", || async {
