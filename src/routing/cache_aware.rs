@@ -154,31 +154,25 @@ impl Policy for CacheAware {
         );
         let n = workers.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
-        let Survey {
-            total,
-            least_at,
-            least_matched,
-            best_at,
-            best_matched,
-            best_load,
-        } = survey(n, start, |i| {
+        let s = survey(n, start, |i| {
             let w = workers[i];
             (w.in_flight(), cached.tokens(w.id))
         })?;
-        let mean = total as f64 / n as f64;
-        let match_rate = best_matched as f64 / req.prompt_ids.len().max(1) as f64;
+        let mean = s.total as f64 / n as f64;
+        let match_rate = s.best_matched as f64 / req.prompt_ids.len().max(1) as f64;
+        let least = (s.least_at, s.least_matched);
 
-        let (chosen, predicted) = if best_matched > 0 && match_rate > self.cfg.cache_threshold {
-            let load = best_load as f64;
+        let (chosen, predicted) = if s.best_matched > 0 && match_rate > self.cfg.cache_threshold {
+            let load = s.best_load as f64;
             let spill = load > mean * self.cfg.balance_rel_threshold
                 && load > mean + self.cfg.balance_abs_threshold as f64;
             if spill {
-                (least_at, least_matched)
+                least
             } else {
-                (best_at, best_matched)
+                (s.best_at, s.best_matched)
             }
         } else {
-            (least_at, least_matched)
+            least
         };
         cached.record(&self.index, self.kv.as_deref(), &hashes, workers[chosen].id);
         self.maybe_sweep();
