@@ -39,7 +39,8 @@ pub struct RoutingConfig {
     /// Tokens per page of the prefix index: prompts match in whole pages (SGLang's --page-size).
     #[arg(long, alias = "block-size", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub prefix_page_size: u64,
-    /// Token budget of the prefix index ((page, worker) entries × page size), LRU-evicted.
+    /// Token budget of the prefix index ((page, worker) entries × page size), evicted by CLOCK
+    /// (approximately least recently used).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub prefix_index_max_tokens: usize,
 

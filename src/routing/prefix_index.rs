@@ -17,18 +17,19 @@
 //!   go in deepest first, so its head outlives its tail. A match therefore bisects the pages,
 //!   splitting the workers at each probe: about log2(pages) lookups per distinct match length
 //!   (10 for a 2,176-token prompt, where a walk made 136, each a cache miss into a large map).
-//!   The shards' separate recency lists can leave a hole in a prefix here; the match then counts
+//!   The shards' separate recency can leave a hole in a prefix here; the match then counts
 //!   the pages past it too, which the engine, holding the deeper page, holds as well.
 //! - **Shards.** Every request matches and inserts, from many tasks at once, so the map is split
 //!   into `SHARDS` mutex-guarded shards picked by key. An insert takes each shard's lock
 //!   once for all of the prompt's pages in it, not once per page: a lock and its release are
 //!   atomic read-modify-writes that wait for every earlier load, so a lock per page made the
-//!   pages' cache misses into the map (and the recency list) one after another; grouped, the
+//!   pages' cache misses into the map one after another; grouped, the
 //!   misses within a shard overlap (`benches/routing.rs`; docs/benchmarks.md has the figures).
 //! - **Budget.** `max_tokens` bounds the (page, worker) entries × `page_size`, split evenly over
-//!   the shards. Each shard evicts least-recently-inserted entries first (an O(1) linked list,
-//!   `lru`). A prompt's pages are inserted deepest first, so within one prompt the tail ages out before the shared head,
-//!   like leaves before inner nodes in a radix tree.
+//!   the shards. Each shard evicts by CLOCK (`recency`): entries not inserted again since the
+//!   sweep last passed go first. A prompt's pages are inserted deepest first, so within one
+//!   prompt the tail ages out before the shared head, like leaves before inner nodes in a
+//!   radix tree.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -36,7 +37,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use smallvec::SmallVec;
 
-use super::lru::Lru;
+use super::recency::Recency;
 use crate::workers::page_key::PassThrough;
 pub use crate::workers::page_key::{hash_page, mix64};
 use crate::workers::WorkerId;
@@ -44,7 +45,7 @@ use crate::workers::WorkerId;
 /// Enough shards that 2 to 64 request tasks rarely meet on one lock.
 const SHARDS: usize = 32;
 
-/// Page key → (worker, its slot in the shard's recency list), sorted by worker; up to two
+/// Page key → (worker, its slot in the shard's recency), sorted by worker; up to two
 /// holders stored inline. A `u32` slot makes a map entry 32 bytes, so a lookup touches one
 /// cache line, not two (48-byte entries straddle lines).
 type PageMap = HashMap<u64, SmallVec<[(WorkerId, u32); 2]>, BuildHasherDefault<PassThrough>>;
@@ -64,8 +65,8 @@ pub struct IndexSize {
 struct Shard {
     /// Page key → the workers holding it, sorted by id, each with its recency slot.
     pages: PageMap,
-    lru: Lru,
-    entries: usize,
+    /// Also counts the entries.
+    recency: Recency,
 }
 
 impl Shard {
@@ -74,18 +75,15 @@ impl Shard {
         match holders.binary_search_by_key(&worker, |e| e.0) {
             Ok(i) => {
                 if let Some(e) = holders.get(i) {
-                    self.lru.touch(e.1 as usize);
+                    self.recency.touch(e.1 as usize);
                 }
             }
             Err(i) => {
-                let slot = self.lru.alloc(key, worker);
+                let slot = self.recency.alloc(key, worker);
                 // Slots are reused, so there are never more than entries (bounded below 2³²).
                 match u32::try_from(slot) {
-                    Ok(s) => {
-                        holders.insert(i, (worker, s));
-                        self.entries += 1;
-                    }
-                    Err(_) => self.lru.release(slot),
+                    Ok(s) => holders.insert(i, (worker, s)),
+                    Err(_) => self.recency.release(slot),
                 }
                 if holders.is_empty() {
                     self.pages.remove(&key);
@@ -95,8 +93,8 @@ impl Shard {
     }
 
     fn evict_to(&mut self, target: usize) {
-        while self.entries > target {
-            let Some((key, worker)) = self.lru.pop_oldest() else {
+        while self.recency.len() > target {
+            let Some((key, worker)) = self.recency.evict_one() else {
                 break;
             };
             if let Some(holders) = self.pages.get_mut(&key) {
@@ -105,23 +103,21 @@ impl Shard {
                     self.pages.remove(&key);
                 }
             }
-            self.entries -= 1;
         }
     }
 
     fn retain_workers(&mut self, keep: &dyn Fn(WorkerId) -> bool) {
-        let lru = &mut self.lru;
+        let recency = &mut self.recency;
         self.pages.retain(|_, holders| {
             holders.retain(|e| {
                 let kept = keep(e.0);
                 if !kept {
-                    lru.release(e.1 as usize);
+                    recency.release(e.1 as usize);
                 }
                 kept
             });
             !holders.is_empty()
         });
-        self.entries = self.pages.values().map(|h| h.len()).sum();
     }
 }
 
@@ -259,19 +255,19 @@ impl PrefixIndex {
     pub fn insert(&self, hashes: &[u64], worker: WorkerId) {
         let order = ShardOrder::new(hashes);
         for (mut shard, pages) in self.by_shard(&order) {
-            // Deepest first. Each shard has its own recency list, so its pages in reverse page
+            // Deepest first. Each shard has its own recency, so its pages in reverse page
             // order leave it as inserting the whole prompt deepest first would.
             for &page in pages.iter().rev() {
                 let key = hashes[page];
                 shard.touch(key, worker);
-                if shard.entries > self.shard_ceiling {
+                if shard.recency.len() > self.shard_ceiling {
                     shard.evict_to(self.shard_budget);
                 }
             }
         }
     }
 
-    /// Evicts least-recently-inserted entries down to the budget.
+    /// Evicts down to the budget.
     pub fn evict(&self) {
         for m in self.shards.iter() {
             m.lock()
@@ -302,7 +298,7 @@ impl PrefixIndex {
         for m in self.shards.iter() {
             let s = m.lock().unwrap_or_else(|e| e.into_inner());
             size.pages += s.pages.len();
-            size.entries += s.entries;
+            size.entries += s.recency.len();
         }
         size.tokens = size.entries * self.page_size;
         size

@@ -77,7 +77,7 @@ fn insert_one_by_one(idx: &PrefixIndex, hashes: &[u64], worker: WorkerId) {
     for key in hashes.iter().rev() {
         let mut shard = idx.shards[shard_of(*key)].lock().unwrap();
         shard.touch(*key, worker);
-        if shard.entries > idx.shard_ceiling {
+        if shard.recency.len() > idx.shard_ceiling {
             shard.evict_to(idx.shard_budget);
         }
     }
@@ -110,13 +110,13 @@ fn match_one_by_one(idx: &PrefixIndex, hashes: &[u64]) -> Vec<(WorkerId, usize)>
     out
 }
 
-/// Each shard's (page, worker) entries from oldest to newest (empties the index).
-fn drain_oldest_first(idx: &PrefixIndex) -> Vec<Vec<(u64, WorkerId)>> {
+/// Each shard's (page, worker) entries in eviction order (empties the index).
+fn drain_in_eviction_order(idx: &PrefixIndex) -> Vec<Vec<(u64, WorkerId)>> {
     idx.shards
         .iter()
         .map(|m| {
             let mut shard = m.lock().unwrap();
-            std::iter::from_fn(|| shard.lru.pop_oldest()).collect()
+            std::iter::from_fn(|| shard.recency.evict_one()).collect()
         })
         .collect()
 }
@@ -199,5 +199,8 @@ fn grouping_pages_by_shard_changes_no_eviction() {
     assert!(grouped.size().tokens > 30_000, "{:?}", grouped.size());
     // The budget leaves holes, so the soundness checks above met some.
     assert!(past_holes > 0);
-    assert_eq!(drain_oldest_first(&grouped), drain_oldest_first(&paged));
+    assert_eq!(
+        drain_in_eviction_order(&grouped),
+        drain_in_eviction_order(&paged)
+    );
 }
