@@ -49,35 +49,31 @@ use crate::workers::kv_events::KvIndex;
 use crate::workers::{Worker, WorkerId};
 
 pub struct PrefixCost {
-    prefill_weight: f64,
-    decode_weight: f64,
+    /// The weights in fixed point (`FIXED_ONE` = 1): the scan runs over every candidate on
+    /// every request, and integer costs keep it to a multiply-add per figure where floats took
+    /// conversions and a longer dependency chain (`benches/routing.rs`).
+    prefill_weight: u64,
+    decode_weight: u64,
     index: PrefixIndex,
     /// Exact cache contents of workers that publish KV events.
     kv: Option<Arc<KvIndex>>,
     rotate: AtomicUsize,
 }
 
-/// Through `i64`, saturating: an engine may report any figure.
-fn as_f64(n: u64) -> f64 {
-    i64::try_from(n).unwrap_or(i64::MAX) as f64
-}
+/// Weights keep 16 fractional bits: 1/65,536 is finer than any useful setting.
+const FIXED_ONE: u64 = 1 << 16;
 
-/// Negative or NaN weights would invert or break the ordering: treat them as 0.
-fn weight(w: f64) -> f64 {
-    if w.is_finite() {
-        w.max(0.0)
-    } else if w > 0.0 {
-        f64::MAX
-    } else {
-        0.0
-    }
+/// Negative or NaN weights would invert or break the ordering: 0. Infinite or huge ones
+/// saturate, as do the costs they scale (`as` saturates; `max` drops a NaN).
+fn fixed(w: f64) -> u64 {
+    (w.max(0.0) * FIXED_ONE as f64) as u64
 }
 
 impl PrefixCost {
     pub fn new(prefill_weight: f64, decode_weight: f64, index: PrefixIndex) -> PrefixCost {
         PrefixCost {
-            prefill_weight: weight(prefill_weight),
-            decode_weight: weight(decode_weight),
+            prefill_weight: fixed(prefill_weight),
+            decode_weight: fixed(decode_weight),
             index,
             kv: None,
             rotate: AtomicUsize::new(0),
@@ -115,9 +111,8 @@ impl Policy for PrefixCost {
         let prompt = req.prompt_ids.len();
         let start = self.rotate.fetch_add(1, Ordering::Relaxed) % n;
         // The best so far: (cost, decode, queued), its index and cached tokens. Strict `<` keeps
-        // the first in rotation order. The scan runs over every candidate on every request, so
-        // it converts through `i64` (one instruction; `u64` → `f64` takes several without AVX-512).
-        let mut best = (f64::INFINITY, u64::MAX, u64::MAX);
+        // the first in rotation order.
+        let mut best = (u64::MAX, u64::MAX, u64::MAX);
         let (mut index, mut predicted) = (None, 0);
         // Two ranges, not `(start + k) % n`: no division per worker.
         for i in (start..n).chain(0..start) {
@@ -125,12 +120,14 @@ impl Policy for PrefixCost {
             let (cached, evicted) = held.tokens_and_evicted(w.id, prompt);
             let queued = w.pending_prefill().max(w.engine_waiting_uncached());
             let decode = (w.in_flight() as u64).max(w.engine_running());
-            let cost = self.prefill_weight * as_f64((prompt - cached + evicted) as u64)
-                + as_f64(queued)
-                + self.decode_weight * as_f64(decode);
-            let better = cost < best.0 || (cost == best.0 && (decode, queued) < (best.1, best.2));
-            if better || index.is_none() {
-                best = (cost, decode, queued);
+            let cost = self
+                .prefill_weight
+                .saturating_mul((prompt - cached + evicted) as u64)
+                .saturating_add(queued.saturating_mul(FIXED_ONE))
+                .saturating_add(self.decode_weight.saturating_mul(decode));
+            let candidate = (cost, decode, queued);
+            if candidate < best || index.is_none() {
+                best = candidate;
                 (index, predicted) = (Some(i), cached);
             }
         }
@@ -220,6 +217,22 @@ mod tests {
         // Home: 128 + 3000 + 2 × 256 = 3640 against 2176 elsewhere.
         let moved = pick(&p, &prompt(4, 2), &refs);
         assert_eq!((moved.index, moved.predicted_cached), (1 - home, 0));
+    }
+
+    #[test]
+    fn fractional_weights_keep_their_ratio() {
+        // 0.25 and 32: the ratio of 1 and 128, so 2,048 cached tokens (512 weighted) outweigh
+        // 15 more decoding requests (480) and tie at 16, where the lower load wins.
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = PrefixCost::new(0.25, 32.0, PrefixIndex::new(16, 1 << 22));
+        let home = pick(&p, &prompt(6, 0), &refs).index;
+        let mut guards: Vec<_> = (0..15)
+            .map(|_| LoadGuard::book(Arc::clone(&ws[home]), 0))
+            .collect();
+        assert_eq!(pick(&p, &prompt(6, 1), &refs).index, home);
+        guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
+        assert_ne!(pick(&p, &prompt(6, 2), &refs).index, home);
     }
 
     #[test]
