@@ -5,18 +5,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{self, client, post, sim_request_log, MODEL};
+use crate::support::{self, post, sim_request_log, MODEL};
 
 /// The background requests a sim received so far, per path (`GET /sim/background`).
 async fn background(sim_url: &str) -> serde_json::Value {
-    client()
-        .get(format!("{sim_url}/sim/background"))
-        .send()
-        .await
-        .expect("background counts")
-        .json()
-        .await
-        .expect("json")
+    support::get_json(&format!("{sim_url}/sim/background")).await
 }
 
 fn count(counts: &serde_json::Value, path: &str) -> u64 {

@@ -68,13 +68,6 @@ async fn gateway_starts_from_the_documented_file() {
     let path = support::repo_path("config/switchboard.toml");
     // The file's port is overridden on the command line; everything else comes from the file.
     let gw = support::gateway(&[&sim], &["--config", &path]).await;
-    let v: serde_json::Value = support::client()
-        .get(format!("{}/server_info", gw.url))
-        .send()
-        .await
-        .expect("info")
-        .json()
-        .await
-        .expect("json");
+    let v = support::get_json(&format!("{}/server_info", gw.url)).await;
     assert_eq!(v["policy"], "prefix_cost");
 }

@@ -11,17 +11,6 @@ use crate::support::pd::{decode_sim, pd_gateway, prefill_sim};
 use crate::support::sim_request_log;
 use crate::support::{self, Proc, MODEL};
 
-async fn get_json(url: String) -> Value {
-    support::client()
-        .get(url)
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json")
-}
-
 /// `/generate` straight to a sim: its status and body.
 async fn generate(sim: &Proc, prompt: &[u32], extra: Value) -> (u16, Value) {
     let mut body = json!({"input_ids": prompt, "sampling_params": {"max_new_tokens": 2}});
@@ -46,7 +35,7 @@ async fn a_dp_sim_has_a_cache_per_rank_and_balances_what_names_no_rank() {
         "0.5.23",
     ])
     .await;
-    let info = get_json(format!("{}/server_info", sim.url)).await;
+    let info = support::get_json(&format!("{}/server_info", sim.url)).await;
     assert_eq!(info["dp_size"], 4);
     assert_eq!(info["load_balance_method"], "round_robin");
     let p = prompt(1, 64);
@@ -56,7 +45,7 @@ async fn a_dp_sim_has_a_cache_per_rank_and_balances_what_names_no_rank() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["meta_info"]["cached_tokens"], 0, "{body}");
     }
-    let loads = get_json(format!("{}/v1/loads", sim.url)).await;
+    let loads = support::get_json(&format!("{}/v1/loads", sim.url)).await;
     assert_eq!(loads["dp_rank_count"], 4);
     let ranks = loads["loads"].as_array().expect("loads");
     assert_eq!(ranks.len(), 4);
@@ -176,7 +165,7 @@ async fn the_gateway_names_a_rank_and_keeps_a_prefix_on_its_rank() {
         "{}",
         log[12]
     );
-    let workers = get_json(format!("{}/workers", gw.url)).await;
+    let workers = support::workers(&gw.url).await;
     let dp = workers["workers"][0]["dp_ranks"]
         .as_array()
         .expect("dp_ranks")
@@ -196,7 +185,7 @@ async fn each_ranks_own_load_report_reaches_its_routing_unit() {
     let url = format!("{}/generate", sim.url);
     let busy = tokio::spawn(async move { support::post(url, &body).await });
     support::eventually("rank 1's running request seen by its unit", || async {
-        let w = get_json(format!("{}/workers", gw.url)).await;
+        let w = support::workers(&gw.url).await;
         let dp = &w["workers"][0]["dp_ranks"];
         dp[1]["engine_load"]["running_requests"] == 1
             && dp[0]["engine_load"]["running_requests"] == 0

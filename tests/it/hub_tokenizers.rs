@@ -106,14 +106,7 @@ async fn repo_id_downloads_into_the_cache_then_serves_offline() {
             "{file} not in the cache"
         );
     }
-    let models: serde_json::Value = support::client()
-        .get(format!("{}/v1/models", gw.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = support::get_json(&format!("{}/v1/models", gw.url)).await;
     // The repo id is the served name, as SGLang reports it when given the same id.
     assert_eq!(models["data"][0]["id"], REPO, "{models}");
     chat_ok(&gw, REPO).await;

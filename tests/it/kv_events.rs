@@ -140,14 +140,7 @@ async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
         flags.extend(["--kv-capacity-tokens", "1024", "--sglang-version", version]);
         flags.extend(["--kv-events-config", cfg.as_str()]);
         let sim = support::sim(&flags).await;
-        let info: Value = support::client()
-            .get(format!("{}/server_info", sim.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let info = support::get_json(&format!("{}/server_info", sim.url)).await;
         assert_eq!(info["kv_events_config"], json!(cfg));
         let summary = support::python::run(
             &py,

@@ -54,6 +54,7 @@ mod simulator;
 mod speculative;
 mod stream_gathering;
 mod tls;
+mod tool_call_constraints;
 mod tool_call_families;
 mod tool_call_oracle;
 mod tool_calls_gateway;

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use crate::python_clients::{bench_with, SIM_FAST};
-use crate::support::{self, client, repo_path, sim, Proc};
+use crate::support::{self, repo_path, sim, Proc};
 
 const QWEN: &str = "qwen2.5-0.5b";
 const SMOL: &str = "smollm2";
@@ -122,14 +122,7 @@ fn chat(model: &str) -> Value {
 #[tokio::test]
 async fn each_model_is_served_by_its_own_workers_only() {
     let f = fleet(&[]).await;
-    let listed: Value = client()
-        .get(format!("{}/v1/models", f.gw.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = support::get_json(&format!("{}/v1/models", f.gw.url)).await;
     let ids: Vec<&str> = listed["data"]
         .as_array()
         .unwrap()
@@ -248,14 +241,7 @@ async fn a_worker_added_at_run_time_joins_the_model_it_serves() {
     assert_eq!(r.status().as_u16(), 201);
     let added: Value = r.json().await.unwrap();
     assert_eq!(added["model"], QWEN);
-    let list: Value = client()
-        .get(format!("{}/workers", f.gw.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = support::workers(&f.gw.url).await;
     let ids: HashSet<u64> = list["workers"]
         .as_array()
         .unwrap()

@@ -121,14 +121,7 @@ async fn forgetful_decode_worker() -> String {
             req["bootstrap_port"],
             req["bootstrap_room"]
         );
-        let info: Value = support::client()
-            .get(kv)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let info = support::get_json(&kv).await;
         let chunk = json!({"text": " a", "output_ids": [260],
             "meta_info": {"id": req["rid"], "prompt_tokens": info["prompt_tokens"], "completion_tokens": 1,
                           "cached_tokens": 0, "finish_reason": {"type": "length", "length": 1}}});

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::{client, gateway, repo_path, sim, Proc};
+use crate::support::{client, gateway, get_json, repo_path, sim, Proc};
 
 /// What SGLang reports when started with `--model-path /models/Qwen2.5-0.5B-Instruct`.
 const WORKER_ID: &str = "/models/Qwen2.5-0.5B-Instruct";
@@ -21,14 +21,7 @@ async fn chat(gw: &Proc, model: &str) -> (u16, Value) {
 }
 
 async fn listed(gw: &Proc) -> Vec<String> {
-    let v: Value = client()
-        .get(format!("{}/v1/models", gw.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = get_json(&format!("{}/v1/models", gw.url)).await;
     v["data"]
         .as_array()
         .unwrap()

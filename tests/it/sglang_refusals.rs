@@ -152,16 +152,8 @@ async fn waiting_tokens_reach_the_router_from_both_versions() {
         .await;
         let gw = support::gateway(&[&sim], &[]).await;
         let _held = one_running_one_waiting(&sim).await;
-        let workers_url = format!("{}/workers", gw.url);
         support::eventually("the waiting prompt shows in GET /workers", || async {
-            let v: Value = support::client()
-                .get(&workers_url)
-                .send()
-                .await
-                .expect("workers")
-                .json()
-                .await
-                .expect("json");
+            let v = support::workers(&gw.url).await;
             let w = &v["workers"][0];
             w["engine_load"]["waiting_uncached_tokens"] == 50
                 && w["engine_load_sources"]["waiting_uncached_tokens"] == source

@@ -164,33 +164,23 @@ async fn queue_full_in_an_openai_stream_differs_by_version() {
 async fn info_routes_and_metrics_are_as_sglang_sends_them() {
     for version in ["0.5.9", "0.5.23"] {
         let sim = support::sim(&["--sglang-version", version, "--zero-latency"]).await;
-        let get = |path: &str| support::client().get(format!("{}{path}", sim.url)).send();
-        let info: Value = get("/server_info")
-            .await
-            .expect("info")
-            .json()
-            .await
-            .expect("json");
+        let info = support::get_json(&format!("{}/server_info", sim.url)).await;
         assert_eq!(info["version"], version);
         assert_eq!(info["context_length"], Value::Null, "null unless set");
-        let model: Value = get("/model_info")
-            .await
-            .expect("model")
-            .json()
-            .await
-            .expect("json");
+        let model = support::get_json(&format!("{}/model_info", sim.url)).await;
         assert!(model.get("max_context_length").is_none(), "{model}");
-        let loads: Value = get("/v1/loads")
-            .await
-            .expect("loads")
-            .json()
-            .await
-            .expect("json");
+        let loads = support::get_json(&format!("{}/v1/loads", sim.url)).await;
         let has_uncached = loads["loads"][0]
             .get("num_waiting_uncached_tokens")
             .is_some();
         assert_eq!(has_uncached, version == "0.5.23", "{loads}");
-        let get_load = get("/get_load").await.expect("get_load").status().as_u16();
+        let get_load = support::client()
+            .get(format!("{}/get_load", sim.url))
+            .send()
+            .await
+            .expect("get_load")
+            .status()
+            .as_u16();
         assert_eq!(get_load, if version == "0.5.9" { 200 } else { 404 });
         let (status, _) = generate(
             &sim.url,

@@ -90,14 +90,7 @@ async fn loads_report_running_and_waiting() {
     a.chunk().await.expect("chunk");
     let body2 = json!({"input_ids": (500..=549).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 200}, "stream": true});
     let _b = post(&format!("{}/generate", sim.url), &body2).await;
-    let v: Value = support::client()
-        .get(format!("{}/v1/loads", sim.url))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("json");
+    let v = support::get_json(&format!("{}/v1/loads", sim.url)).await;
     let l = &v["loads"][0];
     assert_eq!(l["num_running_reqs"], 1);
     assert_eq!(l["num_waiting_reqs"], 1);
@@ -245,14 +238,7 @@ async fn abort_request_frees_the_slot() {
         !last["output_ids"].as_array().expect("ids").is_empty(),
         "{rest}"
     );
-    let v: Value = support::client()
-        .get(format!("{}/v1/loads", sim.url))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("json");
+    let v = support::get_json(&format!("{}/v1/loads", sim.url)).await;
     assert_eq!(v["loads"][0]["num_running_reqs"], 0);
 }
 

@@ -286,29 +286,11 @@ async fn bench_serving_reads_the_accept_length_through_the_gateway() {
         lengths[1]
     );
     // The worker's own figure stays available per worker.
-    let info: Value = support::client()
-        .get(format!("{}/get_server_info", gw.url))
-        .send()
-        .await
-        .expect("info")
-        .json()
-        .await
-        .expect("json");
+    let info = support::get_json(&format!("{}/get_server_info", gw.url)).await;
     assert!(
         info["workers"][0]["internal_states"][0]["avg_spec_accept_length"].is_f64(),
         "{info}"
     );
-}
-
-async fn server_info(url: &str) -> Value {
-    support::client()
-        .get(format!("{url}/server_info"))
-        .send()
-        .await
-        .expect("info")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// The sim's own report, per version: server args, `avg_spec_accept_length` once a round ran,
@@ -319,7 +301,7 @@ async fn the_sim_reports_speculation_as_sglang_does() {
         let mut flags = SPEC_SLOW.to_vec();
         flags.extend(["--sglang-version", version, "--time-scale", "0.1"]);
         let sim = support::sim(&flags).await;
-        let before = server_info(&sim.url).await;
+        let before = support::get_json(&format!("{}/server_info", sim.url)).await;
         assert_eq!(before["speculative_algorithm"], "EAGLE");
         assert_eq!(before["speculative_num_draft_tokens"], 4);
         assert!(before["internal_states"][0]
@@ -328,7 +310,7 @@ async fn the_sim_reports_speculation_as_sglang_does() {
         let prompt: Vec<u64> = (7..30).collect();
         let (_, ids) = generate_stream(&sim.url, &prompt).await;
         assert_eq!(ids.len(), TOKENS);
-        let after = server_info(&sim.url).await;
+        let after = support::get_json(&format!("{}/server_info", sim.url)).await;
         let len = after["internal_states"][0]["avg_spec_accept_length"]
             .as_f64()
             .unwrap_or(0.0);

@@ -9,19 +9,11 @@ use std::time::{Duration, Instant};
 use axum::routing::get;
 
 use crate::support::MODEL;
-use serde_json::{json, Value};
-
-async fn workers(gw: &str, key: Option<&str>) -> reqwest::Response {
-    let mut req = support::client().get(format!("{gw}/workers"));
-    if let Some(k) = key {
-        req = req.bearer_auth(k);
-    }
-    req.send().await.expect("GET /workers")
-}
+use serde_json::json;
 
 /// `DELETE /workers/{id}` for the worker registered at `url`.
 async fn remove(gw: &str, url: &str) {
-    let list: Value = workers(gw, None).await.json().await.expect("json");
+    let list = support::workers(gw).await;
     let id = list["workers"]
         .as_array()
         .expect("list")
@@ -176,7 +168,7 @@ async fn a_killed_worker_is_excluded_and_its_streams_end_with_an_error() {
     // Excluded within one health interval (1 s) plus a probe timeout; then everything goes to a.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let v: Value = workers(&gw.url, None).await.json().await.expect("json");
+        let v = support::workers(&gw.url).await;
         let bw = v["workers"]
             .as_array()
             .expect("list")
@@ -219,7 +211,7 @@ async fn engine_load_is_polled_from_the_worker() {
     support::eventually("the gateway sees the worker's running request", || {
         let url = url.clone();
         async move {
-            let v: Value = workers(&url, None).await.json().await.expect("json");
+            let v = support::workers(&url).await;
             v["workers"][0]["engine_load"]["running_requests"] == 1
         }
     })
@@ -266,7 +258,7 @@ async fn workers_that_stall_their_load_reports_do_not_delay_the_others() {
     support::eventually("the healthy worker's load refreshed 12 times", || {
         let (url, healthy) = (gw.url.clone(), healthy.clone());
         async move {
-            let v: Value = workers(&url, None).await.json().await.expect("json");
+            let v = support::workers(&url).await;
             v["workers"].as_array().into_iter().flatten().any(|w| {
                 w["url"] == healthy.as_str()
                     && w["engine_load"]["running_requests"].as_u64() >= Some(12)

@@ -26,16 +26,21 @@ pub async fn gateway_in_flight(gw_url: &str) -> f64 {
     metric_sum(&text, GAUGE)
 }
 
-/// The gateway's `GET /workers` answer.
-pub async fn workers(gw_url: &str) -> serde_json::Value {
+/// The JSON body of `GET url`; panics, naming `url`, if nothing answered or the body is not JSON.
+pub async fn get_json(url: &str) -> serde_json::Value {
     client()
-        .get(format!("{gw_url}/workers"))
+        .get(url)
         .send()
         .await
-        .expect("GET /workers")
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
         .json()
         .await
-        .expect("/workers json")
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+}
+
+/// The gateway's `GET /workers` answer.
+pub async fn workers(gw_url: &str) -> serde_json::Value {
+    get_json(&format!("{gw_url}/workers")).await
 }
 
 /// Waits until the gateway counts every worker it knows as healthy. Readiness alone needs one:

@@ -14,7 +14,7 @@ pub mod scripted;
 mod sim_state;
 pub mod tls;
 
-pub use gateway_state::{all_workers_healthy, gateway_in_flight, metrics_text, workers};
+pub use gateway_state::{all_workers_healthy, gateway_in_flight, get_json, metrics_text, workers};
 pub use process::Proc;
 use process::{
     start, try_start, GRPC_SIM_LISTENING, SERVE_LISTENING, SERVE_LISTENING_TLS,

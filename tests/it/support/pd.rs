@@ -1,6 +1,6 @@
 //! Prefill/decode disaggregation fleets: prefill and decode sims, and a gateway in PD mode.
 
-use super::{client, gateway, ready, sim, Proc};
+use super::{gateway, get_json, ready, sim, Proc};
 
 /// A prefill sim with its bootstrap port (a free one, read back from `/server_info`).
 pub struct Prefill {
@@ -17,14 +17,7 @@ pub async fn prefill_sim(extra: &[&str]) -> Prefill {
     ];
     args.extend_from_slice(extra);
     let sim = sim(&args).await;
-    let info: serde_json::Value = client()
-        .get(format!("{}/server_info", sim.url))
-        .send()
-        .await
-        .expect("server_info")
-        .json()
-        .await
-        .expect("json");
+    let info = get_json(&format!("{}/server_info", sim.url)).await;
     let bootstrap_port = info["disaggregation_bootstrap_port"]
         .as_u64()
         .and_then(|p| u16::try_from(p).ok())

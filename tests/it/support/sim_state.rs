@@ -1,7 +1,7 @@
 //! What a simulated worker is doing, read from its own routes (`/metrics`, `/v1/loads`), and a
 //! sim made busy on purpose.
 
-use super::{client, eventually, metric_sum, metrics_text, post, sim, Proc};
+use super::{client, eventually, get_json, metric_sum, metrics_text, post, sim, Proc};
 
 /// Sum of a simulator metric over all its labels.
 pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
@@ -10,14 +10,7 @@ pub async fn sim_metric(sim_url: &str, name: &str) -> f64 {
 
 /// Requests running or waiting on a simulator (from its `/v1/loads`).
 pub async fn sim_busy(sim_url: &str) -> u64 {
-    let v: serde_json::Value = client()
-        .get(format!("{sim_url}/v1/loads"))
-        .send()
-        .await
-        .expect("loads")
-        .json()
-        .await
-        .expect("loads json");
+    let v = get_json(&format!("{sim_url}/v1/loads")).await;
     let count = |field: &str| {
         v["loads"][0][field]
             .as_u64()
