@@ -1,5 +1,5 @@
 """SGLang's own chat route as the oracle for the constraints Switchboard puts on a generation
-(tests/it/tool_calls_gateway.rs, tests/it/structured_output.rs).
+(tests/it/tool_call_constraints.rs, tests/it/openai_native.rs).
 
 Usage: constraint_oracle.py PARSER REQUESTS_JSON
 PARSER is a --tool-call-parser name or "" for none; REQUESTS_JSON a list of chat request
