@@ -32,89 +32,94 @@ pub async fn generate(
 ) -> Response {
     let start = Instant::now();
     let id = RequestId::new(&headers);
-    dispatch::respond(&app, Endpoint::Generate, &id, async {
-        let mut req: ClientGenerateRequest = parse_off_thread(body)
-            .instrument(crate::traces::stage("parse"))
-            .await?;
-        let served = generate_model(&app, &mut req)?;
-        let model = &served.model;
-        served
-            .metrics()
-            .stage(Stage::Parse, start.elapsed().as_secs_f64());
-        let t = Instant::now();
-        let prompt_ids = match (&req.input_ids, req.text.take()) {
-            (Some(_), Some(_)) => {
-                // As SGLang: one or the other.
-                return Err(GatewayError::invalid_body(
-                    "give either text or input_ids, not both",
-                    Some("input_ids".into()),
-                ));
-            }
-            (Some(ids), None) => check_ids(model, ids)?,
-            (None, Some(Prompt::Text(text))) => {
-                crate::prepare::check_text_fits(model, text.len())?;
-                let ids = crate::tokenize::encode_off_thread(&model.tokenizer, text)
-                    .instrument(crate::traces::stage("template_tokenize"))
-                    .await?;
-                check_ids(model, &Prompt::Ids(ids.clone()))?;
-                // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
-                req.input_ids = Some(Prompt::Ids(ids.clone()));
-                ids
-            }
-            (None, Some(Prompt::Texts(texts))) => {
-                for t in &texts {
-                    crate::prepare::check_text_fits(model, t.len())?;
+    dispatch::respond(
+        &app,
+        Endpoint::Generate,
+        &id,
+        Box::pin(async {
+            let mut req: ClientGenerateRequest = parse_off_thread(body)
+                .instrument(crate::traces::stage("parse"))
+                .await?;
+            let served = generate_model(&app, &mut req)?;
+            let model = &served.model;
+            served
+                .metrics()
+                .stage(Stage::Parse, start.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let prompt_ids = match (&req.input_ids, req.text.take()) {
+                (Some(_), Some(_)) => {
+                    // As SGLang: one or the other.
+                    return Err(GatewayError::invalid_body(
+                        "give either text or input_ids, not both",
+                        Some("input_ids".into()),
+                    ));
                 }
-                // A batch: the worker tokenizes it; route without a prefix.
-                req.text = Some(Prompt::Texts(texts));
-                Vec::new()
+                (Some(ids), None) => check_ids(model, ids)?,
+                (None, Some(Prompt::Text(text))) => {
+                    crate::prepare::check_text_fits(model, text.len())?;
+                    let ids = crate::tokenize::encode_off_thread(&model.tokenizer, text)
+                        .instrument(crate::traces::stage("template_tokenize"))
+                        .await?;
+                    check_ids(model, &Prompt::Ids(ids.clone()))?;
+                    // Tokenized once, here: the worker gets the ids instead of re-encoding the text.
+                    req.input_ids = Some(Prompt::Ids(ids.clone()));
+                    ids
+                }
+                (None, Some(Prompt::Texts(texts))) => {
+                    for t in &texts {
+                        crate::prepare::check_text_fits(model, t.len())?;
+                    }
+                    // A batch: the worker tokenizes it; route without a prefix.
+                    req.text = Some(Prompt::Texts(texts));
+                    Vec::new()
+                }
+                (None, Some(_)) => {
+                    return Err(GatewayError::invalid_body(
+                        "text must be a string or a list of strings",
+                        Some("text".into()),
+                    ))
+                }
+                (None, None) => {
+                    return Err(GatewayError::invalid_body(
+                        "one of text or input_ids is required",
+                        None,
+                    ))
+                }
+            };
+            served
+                .metrics()
+                .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
+            let batch = batch_size(&req);
+            if super::generate_grpc::only_grpc_workers(&served) {
+                if batch.is_some() {
+                    return Err(GatewayError::NeedsHttpWorker { route: "/generate" });
+                }
+                return super::generate_grpc::translated(
+                    &served, &headers, &id, req, prompt_ids, start,
+                )
+                .await;
             }
-            (None, Some(_)) => {
-                return Err(GatewayError::invalid_body(
-                    "text must be a string or a list of strings",
-                    Some("text".into()),
-                ))
-            }
-            (None, None) => {
-                return Err(GatewayError::invalid_body(
-                    "one of text or input_ids is required",
-                    None,
-                ))
-            }
-        };
-        served
-            .metrics()
-            .stage(Stage::Tokenize, t.elapsed().as_secs_f64());
-        let batch = batch_size(&req);
-        if super::generate_grpc::only_grpc_workers(&served) {
-            if batch.is_some() {
-                return Err(GatewayError::NeedsHttpWorker { route: "/generate" });
-            }
-            return super::generate_grpc::translated(
-                &served, &headers, &id, req, prompt_ids, start,
-            )
-            .await;
-        }
-        req.rest.insert("rid".into(), worker_rid(batch, &id.rid));
-        let user = req
-            .rest
-            .get("routing_key")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let body = serde_json::to_vec(&req)
-            .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
-        let forward = Forward {
-            path: "/generate",
-            body: body.into(),
-            prompt_ids: &prompt_ids,
-            session_key: session_key(&headers, user.as_deref()),
-            rid: &id.rid,
-            abort: batch.map_or(Abort::Rid, Abort::Batch),
-            endpoint: Endpoint::Generate,
-            start,
-        };
-        passthrough::forward(&served.relay, forward).await
-    })
+            req.rest.insert("rid".into(), worker_rid(batch, &id.rid));
+            let user = req
+                .rest
+                .get("routing_key")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let body = serde_json::to_vec(&req)
+                .map_err(|e| GatewayError::invalid_body(e.to_string(), None))?;
+            let forward = Forward {
+                path: "/generate",
+                body: body.into(),
+                prompt_ids: &prompt_ids,
+                session_key: session_key(&headers, user.as_deref()),
+                rid: &id.rid,
+                abort: batch.map_or(Abort::Rid, Abort::Batch),
+                endpoint: Endpoint::Generate,
+                start,
+            };
+            passthrough::forward(&served.relay, forward).await
+        }),
+    )
     .await
 }
 

@@ -33,19 +33,24 @@ pub async fn messages(
 ) -> Response {
     let start = Instant::now();
     let id = RequestId::new(&headers);
-    dispatch::respond(&app, Endpoint::Messages, &id, async {
-        let parsed =
-            parse_and_prepare(&app, body, start, crate::prepare::messages::prepare).await?;
-        let grammar = MessagesFormat::new(&id.rid, Arc::clone(&parsed.served.model.name));
-        let native = Native {
-            headers: &headers,
-            id: &id,
-            served: &parsed.served,
-            endpoint: Endpoint::Messages,
-            start,
-        };
-        dispatch::native_path(native, parsed.prepared, grammar).await
-    })
+    dispatch::respond(
+        &app,
+        Endpoint::Messages,
+        &id,
+        Box::pin(async {
+            let parsed =
+                parse_and_prepare(&app, body, start, crate::prepare::messages::prepare).await?;
+            let grammar = MessagesFormat::new(&id.rid, Arc::clone(&parsed.served.model.name));
+            let native = Native {
+                headers: &headers,
+                id: &id,
+                served: &parsed.served,
+                endpoint: Endpoint::Messages,
+                start,
+            };
+            dispatch::native_path(native, parsed.prepared, grammar).await
+        }),
+    )
     .await
 }
 
@@ -56,20 +61,25 @@ pub async fn responses(
 ) -> Response {
     let start = Instant::now();
     let id = RequestId::new(&headers);
-    dispatch::respond(&app, Endpoint::Responses, &id, async {
-        let parsed =
-            parse_and_prepare(&app, body, start, crate::prepare::responses::prepare).await?;
-        let name = Arc::clone(&parsed.served.model.name);
-        let grammar = ResponsesFormat::new(&id.rid, name, parsed.req.settings());
-        let native = Native {
-            headers: &headers,
-            id: &id,
-            served: &parsed.served,
-            endpoint: Endpoint::Responses,
-            start,
-        };
-        dispatch::native_path(native, parsed.prepared, grammar).await
-    })
+    dispatch::respond(
+        &app,
+        Endpoint::Responses,
+        &id,
+        Box::pin(async {
+            let parsed =
+                parse_and_prepare(&app, body, start, crate::prepare::responses::prepare).await?;
+            let name = Arc::clone(&parsed.served.model.name);
+            let grammar = ResponsesFormat::new(&id.rid, name, parsed.req.settings());
+            let native = Native {
+                headers: &headers,
+                id: &id,
+                served: &parsed.served,
+                endpoint: Endpoint::Responses,
+                start,
+            };
+            dispatch::native_path(native, parsed.prepared, grammar).await
+        }),
+    )
     .await
 }
 

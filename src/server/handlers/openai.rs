@@ -57,23 +57,28 @@ async fn handle<R: WithSampling + dispatch::NamesModel + Send + 'static>(
         Endpoint::Completions
     };
     let id = RequestId::new(&headers);
-    dispatch::respond(&app, endpoint, &id, async {
-        let parsed =
-            dispatch::parse_and_prepare(&app, body.clone(), start, parse_request::<R>, prepare)
-                .await?;
-        dispatch::openai(
-            &app,
-            Request {
-                headers: &headers,
-                id: &id,
-                body,
-                served: parsed.served,
-                prepared: parsed.prepared,
-                kind,
-                start,
-            },
-        )
-        .await
-    })
+    dispatch::respond(
+        &app,
+        endpoint,
+        &id,
+        Box::pin(async {
+            let parsed =
+                dispatch::parse_and_prepare(&app, body.clone(), start, parse_request::<R>, prepare)
+                    .await?;
+            dispatch::openai(
+                &app,
+                Request {
+                    headers: &headers,
+                    id: &id,
+                    body,
+                    served: parsed.served,
+                    prepared: parsed.prepared,
+                    kind,
+                    start,
+                },
+            )
+            .await
+        }),
+    )
     .await
 }

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod front_doors;
+mod handler_sizes;
 mod hostile_input;
 mod info;
 mod keys;
