@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::{self, sim_request_log, MODEL};
+use crate::support::{self, MODEL};
 
 async fn post(url: String, body: &Value) -> (u16, String, Value) {
     let r = support::post(url, body).await;
@@ -20,17 +20,6 @@ async fn post(url: String, body: &Value) -> (u16, String, Value) {
     let text = r.text().await.expect("body");
     let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, rid, v)
-}
-
-/// The request the worker got for `rid`: it came to `/generate`.
-async fn sent(sim: &support::Proc, rid: &str) -> Value {
-    let log = sim_request_log(&sim.url).await;
-    let seen = log
-        .into_iter()
-        .find(|s| s["rid"] == rid)
-        .unwrap_or_else(|| panic!("the worker saw no request {rid}"));
-    assert_eq!(seen["route"], "/generate", "{seen}");
-    seen
 }
 
 fn chat(extra: Value) -> Value {
@@ -62,7 +51,7 @@ async fn response_format_reaches_the_worker_as_sglang_constrains_it() {
         )
         .await;
         assert_eq!(status, 200, "{extra}: {v}");
-        let params = sent(&sim, &rid).await["sampling_params"].clone();
+        let params = support::sent_to_generate(&sim.url, &rid).await["sampling_params"].clone();
         got.push(
             json!({"json_schema": params["json_schema"], "structural_tag": params["structural_tag"],
                         "regex": params["regex"], "ebnf": params["ebnf"]}),
@@ -104,7 +93,7 @@ async fn response_format_reaches_the_worker_as_sglang_constrains_it() {
     let (status, rid, v) = post(format!("{}/v1/completions", gw.url), &body).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(
-        sent(&sim, &rid).await["sampling_params"]["json_schema"],
+        support::sent_to_generate(&sim.url, &rid).await["sampling_params"]["json_schema"],
         "{\"type\": \"string\"}"
     );
 
@@ -161,13 +150,13 @@ async fn logprobs_come_from_generate_and_equal_the_worker_s_own_route() {
     assert_eq!(want["content"].as_array().map(Vec::len), Some(6), "{own}");
     let (status, rid, v) = post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(status, 200, "{v}");
-    sent(&sim, &rid).await;
+    support::sent_to_generate(&sim.url, &rid).await;
     assert_eq!(v["choices"][0]["logprobs"], want, "{v}");
 
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     let (rid, evs) = events(format!("{}/v1/chat/completions", gw.url), &streamed).await;
-    sent(&sim, &rid).await;
+    support::sent_to_generate(&sim.url, &rid).await;
     let (entries, text) = streamed_chat_logprobs(&evs);
     assert_eq!(Value::from(entries), want["content"], "{evs:?}");
     assert_eq!(
@@ -180,7 +169,7 @@ async fn logprobs_come_from_generate_and_equal_the_worker_s_own_route() {
     let (_, _, own) = post(format!("{}/v1/completions", sim.url), &body).await;
     let (status, rid, v) = post(format!("{}/v1/completions", gw.url), &body).await;
     assert_eq!(status, 200, "{v}");
-    sent(&sim, &rid).await;
+    support::sent_to_generate(&sim.url, &rid).await;
     let (ours, theirs) = (&v["choices"][0]["logprobs"], &own["choices"][0]["logprobs"]);
     for field in ["tokens", "token_logprobs", "top_logprobs"] {
         assert_eq!(ours[field], theirs[field], "{field}: {v}");
@@ -236,7 +225,7 @@ async fn echo_legacy_functions_and_refusals_on_the_native_path() {
         let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 3, "echo": true});
         let (status, rid, v) = post(url.clone(), &body).await;
         assert_eq!(status, 200, "{v}");
-        sent(&sim, &rid).await;
+        support::sent_to_generate(&sim.url, &rid).await;
         let text = v["choices"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("Once upon") && text.len() > 9, "{v}");
         let mut streamed = body.clone();
@@ -268,7 +257,8 @@ async fn echo_legacy_functions_and_refusals_on_the_native_path() {
     );
     let (status, rid, v) = post(format!("{}/v1/chat/completions", gw.url), &body).await;
     assert_eq!(status, 200, "{v}");
-    let schema = sent(&sim, &rid).await["sampling_params"]["json_schema"].clone();
+    let schema =
+        support::sent_to_generate(&sim.url, &rid).await["sampling_params"]["json_schema"].clone();
     let schema: Value = serde_json::from_str(schema.as_str().expect("a json_schema")).unwrap();
     assert_eq!(schema["maxItems"], 1, "{schema}");
 }

@@ -8,17 +8,6 @@ use serde_json::{json, Value};
 use crate::support;
 use crate::tool_calls_gateway::{chat, start, tools, MODEL};
 
-/// The log entry of the request the gateway sent for `rid`: it came to `/generate`.
-async fn sent(sim: &support::Proc, rid: &str) -> Value {
-    let log = support::sim_request_log(&sim.url).await;
-    let seen = log
-        .into_iter()
-        .find(|s| s["rid"] == rid)
-        .unwrap_or_else(|| panic!("the worker saw no request {rid}"));
-    assert_eq!(seen["route"], "/generate", "{seen}");
-    seen
-}
-
 #[tokio::test]
 async fn forced_choices_reach_the_worker_with_the_constraint_sglang_sends() {
     let (sim, gw) = start(&["--tool-call-parser", "qwen25"]).await;
@@ -39,7 +28,8 @@ async fn forced_choices_reach_the_worker_with_the_constraint_sglang_sends() {
     for (i, extra) in cases.iter().enumerate() {
         for stream in [false, true] {
             let a = chat(&gw.url, stream, extra.clone()).await;
-            let params = sent(&sim, &a.rid).await["sampling_params"].clone();
+            let params =
+                support::sent_to_generate(&sim.url, &a.rid).await["sampling_params"].clone();
             if i < 2 {
                 // The forced output is the JSON list: read into calls, whole and streamed.
                 assert_eq!(

@@ -3,6 +3,7 @@
 //! (~14 KiB for a chat request) is boxed once instead (`dispatch::respond`). Unboxed, the chat
 //! handler's future was ~29 KiB and `memmove` a tenth of the gateway's CPU per request.
 
+use std::mem::size_of_val;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -21,35 +22,33 @@ const SMALL: usize = 2048;
 async fn every_inference_handler_s_future_is_small() {
     let config = ServeConfig::from_args(["--worker-urls", NO_WORKER]).expect("config");
     let app = Arc::new(switchboard::gateway::build_state(config).expect("gateway state"));
-    let args = || {
-        (
-            State(Arc::clone(&app)),
-            HeaderMap::new(),
-            JsonBytes(Bytes::new()),
-        )
-    };
+    let (state, headers, body) = (
+        || State(Arc::clone(&app)),
+        HeaderMap::new,
+        || JsonBytes(Bytes::new()),
+    );
     // Created, measured and dropped, never polled.
     let sizes = [
-        ("chat", {
-            let (s, h, b) = args();
-            std::mem::size_of_val(&openai::chat(s, h, b))
-        }),
-        ("completions", {
-            let (s, h, b) = args();
-            std::mem::size_of_val(&openai::completions(s, h, b))
-        }),
-        ("generate", {
-            let (s, h, b) = args();
-            std::mem::size_of_val(&generate::generate(s, h, b))
-        }),
-        ("messages", {
-            let (s, h, b) = args();
-            std::mem::size_of_val(&messages::messages(s, h, b))
-        }),
-        ("responses", {
-            let (s, h, b) = args();
-            std::mem::size_of_val(&messages::responses(s, h, b))
-        }),
+        (
+            "chat",
+            size_of_val(&openai::chat(state(), headers(), body())),
+        ),
+        (
+            "completions",
+            size_of_val(&openai::completions(state(), headers(), body())),
+        ),
+        (
+            "generate",
+            size_of_val(&generate::generate(state(), headers(), body())),
+        ),
+        (
+            "messages",
+            size_of_val(&messages::messages(state(), headers(), body())),
+        ),
+        (
+            "responses",
+            size_of_val(&messages::responses(state(), headers(), body())),
+        ),
     ];
     for (name, size) in sizes {
         assert!(size <= SMALL, "{name}'s future is {size} bytes: {sizes:?}");

@@ -21,7 +21,9 @@ use process::{
     SIM_FLEET_LISTENING, SIM_LISTENING,
 };
 
-pub use sim_state::{full_sim, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log};
+pub use sim_state::{
+    full_sim, sent_to_generate, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log,
+};
 
 use std::time::{Duration, Instant};
 

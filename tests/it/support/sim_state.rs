@@ -59,3 +59,15 @@ pub async fn sim_request_log(sim_url: &str) -> Vec<serde_json::Value> {
         .await
         .expect("json")
 }
+
+/// The sim's log entry of the request a gateway sent it as `rid`; asserts it came to
+/// `/generate` (the gateway's own path, not a forwarded OpenAI route).
+pub async fn sent_to_generate(sim_url: &str, rid: &str) -> serde_json::Value {
+    let seen = sim_request_log(sim_url)
+        .await
+        .into_iter()
+        .find(|s| s["rid"] == rid)
+        .unwrap_or_else(|| panic!("the worker saw no request {rid}"));
+    assert_eq!(seen["route"], "/generate", "{seen}");
+    seen
+}
