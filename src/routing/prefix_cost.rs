@@ -193,17 +193,9 @@ mod tests {
     fn leaves_an_overloaded_worker() {
         let ws = crate::routing::test_workers(2);
         let refs: Vec<_> = ws.iter().collect();
-        let p = policy();
-        let home = pick(&p, &prompt(3, 0), &refs).index;
         // 2048 cached tokens outweigh 7 more decoding requests (7 × 256); at 8 the costs tie
         // and the lower load wins.
-        let mut guards: Vec<_> = (0..7)
-            .map(|_| LoadGuard::book(Arc::clone(&ws[home]), 0))
-            .collect();
-        assert_eq!(pick(&p, &prompt(3, 1), &refs).index, home);
-        guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
-        assert_ne!(pick(&p, &prompt(3, 2), &refs).index, home);
-        drop(guards);
+        stays_until_loaded_past(&policy(), &ws, 3, 7);
 
         // The engine's own figures count too, even when the gateway sees no load.
         let p = policy();
@@ -223,16 +215,21 @@ mod tests {
     fn fractional_weights_keep_their_ratio() {
         // 0.25 and 32: the ratio of 1 and 128, so 2,048 cached tokens (512 weighted) outweigh
         // 15 more decoding requests (480) and tie at 16, where the lower load wins.
-        let ws = crate::routing::test_workers(2);
-        let refs: Vec<_> = ws.iter().collect();
         let p = PrefixCost::new(0.25, 32.0, PrefixIndex::new(16, 1 << 22));
-        let home = pick(&p, &prompt(6, 0), &refs).index;
-        let mut guards: Vec<_> = (0..15)
+        stays_until_loaded_past(&p, &crate::routing::test_workers(2), 6, 15);
+    }
+
+    /// `group`'s home keeps its next request with `stays` more requests decoding there than
+    /// on the other worker, and loses the one after at `stays + 1`.
+    fn stays_until_loaded_past(p: &PrefixCost, ws: &[Arc<Worker>], group: u32, stays: usize) {
+        let refs: Vec<_> = ws.iter().collect();
+        let home = pick(p, &prompt(group, 0), &refs).index;
+        let mut guards: Vec<_> = (0..stays)
             .map(|_| LoadGuard::book(Arc::clone(&ws[home]), 0))
             .collect();
-        assert_eq!(pick(&p, &prompt(6, 1), &refs).index, home);
+        assert_eq!(pick(p, &prompt(group, 1), &refs).index, home);
         guards.push(LoadGuard::book(Arc::clone(&ws[home]), 0));
-        assert_ne!(pick(&p, &prompt(6, 2), &refs).index, home);
+        assert_ne!(pick(p, &prompt(group, 2), &refs).index, home);
     }
 
     #[test]
