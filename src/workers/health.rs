@@ -14,6 +14,7 @@
 //! (SGLang's `/health` 503, a gRPC servicer's NOT_SERVING) still reports its load.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ const FAILS_TO_EXCLUDE: u32 = 2;
 const SUCCESSES_TO_READMIT: u32 = 2;
 /// The most intervals between two probes of an idle healthy worker.
 const IDLE_PROBE_CEILING: u32 = 6;
+/// The most different reasons a worker that never came up is logged with.
+const REASONS_TO_TELL: u8 = 4;
 
 /// The probe history of one worker.
 #[derive(Debug, Default, Clone, Copy)]
@@ -33,8 +36,10 @@ struct History {
     successes: u32,
     /// Excluded after having been healthy: re-admission needs more than one good answer.
     was_excluded: bool,
-    /// A worker that never passed a check has said once why (refused, TLS, status).
-    told_why_not_ready: bool,
+    /// How many times a worker that never passed a check has said why (refused, TLS,
+    /// status), and a hash of the last reason said.
+    reasons_told: u8,
+    last_reason_told: u64,
     /// Intervals between this worker's probes while it is idle and passing, and the
     /// intervals left before the next one.
     period: u32,
@@ -85,6 +90,27 @@ impl History {
             1
         };
         self.wait = self.period - 1;
+    }
+
+    /// Whether a worker that is not ready yet should log why: once per change of reason, so
+    /// a transient first failure (refused while the worker starts, a probe that timed out)
+    /// does not hide the lasting one (an untrusted certificate); at most
+    /// [`REASONS_TO_TELL`] times, so reasons that alternate do not fill the log.
+    fn tell_why_not_ready(&mut self, reason: &str) -> bool {
+        let hash = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            reason.hash(&mut h);
+            h.finish()
+        };
+        if self.was_excluded
+            || self.reasons_told >= REASONS_TO_TELL
+            || (self.reasons_told > 0 && hash == self.last_reason_told)
+        {
+            return false;
+        }
+        self.reasons_told += 1;
+        self.last_reason_told = hash;
+        true
     }
 }
 
@@ -165,10 +191,9 @@ pub fn spawn(
                         tracing::warn!(worker = %w.url(), error = %reason, "worker failed its health checks; excluded");
                     }
                     w.set_healthy(healthy);
-                } else if !healthy && !h.was_excluded && !h.told_why_not_ready {
+                } else if !healthy && h.tell_why_not_ready(&reason) {
                     // Without this a worker that never comes up (wrong port, untrusted
                     // certificate) would fail silently.
-                    h.told_why_not_ready = true;
                     tracing::warn!(worker = %w.url(), error = %reason, "worker not healthy yet");
                 }
             }
@@ -213,6 +238,23 @@ mod tests {
         assert_eq!(h.period, IDLE_PROBE_CEILING);
         h.schedule(false);
         assert!(h.due(true), "the next tick probes again");
+    }
+
+    #[test]
+    fn a_worker_not_ready_says_why_again_when_the_reason_changes() {
+        let mut h = History::default();
+        let told: Vec<bool> = ["refused", "refused", "timed out", "CertificateRequired"]
+            .into_iter()
+            .chain(["CertificateRequired"; 3])
+            .map(|reason| h.tell_why_not_ready(reason))
+            .collect();
+        assert_eq!(told, [true, false, true, true, false, false, false]);
+        // Alternating reasons are told only up to the cap.
+        let told = ["a", "b", "a", "b", "a", "b"]
+            .into_iter()
+            .filter(|reason| h.tell_why_not_ready(reason))
+            .count();
+        assert_eq!(told, usize::from(REASONS_TO_TELL) - 3);
     }
 
     #[test]

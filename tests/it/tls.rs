@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::fake_kube::{pod, FakeKube};
-use crate::support::tls::{proxy, Pki};
+use crate::support::tls::{proxy, proxy_on, Pki};
 use crate::support::{self, MODEL};
 
 fn chat_body() -> serde_json::Value {
@@ -117,6 +117,32 @@ async fn mtls_worker_admits_only_a_gateway_with_a_client_certificate() {
     support::ready(&gw).await;
     let (status, body) = chat(&support::client(), &gw.url).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// A worker first unreachable (still starting) and then refusing the gateway's handshake: the
+/// log says both reasons, so the first, transient one does not hide the lasting one.
+#[tokio::test]
+async fn a_worker_not_ready_logs_its_reason_again_when_it_changes() {
+    let pki = Pki::generate("late");
+    let sim = support::sim(&[]).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("https://{addr}");
+    let ca = pki.path("ca.pem");
+    let gw = support::gateway(&[], &["--worker-urls", &url, "--worker-ca-cert", &ca]).await;
+    support::eventually("the first reason logged", || async {
+        gw.logs().contains("Connection refused")
+    })
+    .await;
+
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    proxy_on(listener, &pki, &sim.url, true);
+    support::eventually("the new reason logged", || async {
+        gw.logs().contains("CertificateRequired")
+    })
+    .await;
 }
 
 #[tokio::test]

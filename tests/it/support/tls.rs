@@ -103,9 +103,19 @@ fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
 /// A TLS-terminating proxy on 127.0.0.1 in front of `upstream` (an `http://` base URL); returns
 /// its `https://` base URL. The task ends with the test's runtime.
 pub async fn proxy(pki: &Pki, upstream: &str, require_client_cert: bool) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    proxy_on(listener, pki, upstream, require_client_cert)
+}
+
+/// [`proxy`] on a listener the caller bound (an address handed out before it serves).
+pub fn proxy_on(
+    listener: tokio::net::TcpListener,
+    pki: &Pki,
+    upstream: &str,
+    require_client_cert: bool,
+) -> String {
     let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(require_client_cert));
     let upstream = upstream.trim_start_matches("http://").to_owned();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
