@@ -34,7 +34,7 @@ use crate::upstream::UpstreamError;
 pub use answer::{collect, stream};
 
 /// One step of one choice: its index, the generation (to be polled again), what it gave.
-type Step = (usize, Generation, Result<Option<Delta>, UpstreamError>);
+type Step = (usize, Box<Generation>, Result<Option<Delta>, UpstreamError>);
 
 pub struct Choices {
     /// The request's exchange: no leg of its own, its record is the request's.
@@ -99,7 +99,7 @@ impl Choices {
         Ok(choices)
     }
 
-    fn poll_next_of(&mut self, index: usize, mut generation: Generation) {
+    fn poll_next_of(&mut self, index: usize, mut generation: Box<Generation>) {
         self.running.push(Box::pin(async move {
             let got = generation.next().await;
             (index, generation, got)

@@ -17,7 +17,7 @@ use crate::tool_calls::{self, Reading};
 /// With a reasoning `Format`, the text is split into the message's reasoning and content; with
 /// a tool-call `Reading`, that content is read for calls.
 pub async fn respond<G: Grammar>(
-    mut generation: Generation,
+    mut generation: Box<Generation>,
     mut grammar: G,
     reasoning: Option<Format>,
     tools: Option<Reading>,

@@ -3,6 +3,7 @@
 //! still an HTTP error), and continues on another worker when one dies mid-stream
 //! (`--migration-limit`). Its ending goes through the [`Exchange`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,87 +80,98 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Routes and starts the generation; returns once the first token is in hand.
-    pub async fn start(
+    /// Routes and starts the generation; returns once the first token is in hand. Boxed: a
+    /// generation is ~2 KiB and moves through every layer that relays it.
+    pub fn start(
         relay: &Arc<Relay>,
         spec: Spec,
         endpoint: Endpoint,
         start: Instant,
-    ) -> Result<Generation, GatewayError> {
-        Generation::start_in(Exchange::new(relay, endpoint, start), spec).await
+    ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
+        Generation::start_in(Exchange::new(relay, endpoint, start), spec)
     }
 
     /// One of a request's several generations: it records nothing itself (see
     /// [`Exchange::part`]).
-    pub async fn start_part(
+    pub fn start_part(
         relay: &Arc<Relay>,
         spec: Spec,
         endpoint: Endpoint,
         start: Instant,
-    ) -> Result<Generation, GatewayError> {
-        Generation::start_in(Exchange::part(relay, endpoint, start), spec).await
+    ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
+        Generation::start_in(Exchange::part(relay, endpoint, start), spec)
     }
 
-    async fn start_in(mut exchange: Exchange, spec: Spec) -> Result<Generation, GatewayError> {
-        let relay = &Arc::clone(exchange.relay());
-        let mut tried = retry::Tried::default();
-        let mut migrations = 0;
-        // Why the last restart was needed: if no worker is left to restart on, that is the
-        // client's error, not "no healthy worker".
-        let mut died: Option<UpstreamError> = None;
-        let opened = loop {
-            let session = spec.session_key.as_deref();
-            let leg = Leg {
-                input_ids: &spec.prompt,
-                params: &spec.params,
-                session_key: session,
-                rid: &spec.rid,
-                logprobs: spec.logprobs,
-                prefer: spec.prefer,
-            };
-            match open_leg(&mut exchange, leg, None, &mut tried).await {
-                // The worker died before its first token: nothing reached the client, and that
-                // generation is gone with the worker, so start it over elsewhere.
-                Err(GatewayError::Upstream(e))
-                    if e.is_disconnect() && migrations < relay.reliability.migration_limit =>
-                {
-                    migrations += 1;
-                    relay
-                        .metrics
-                        .migrations
-                        .with_label_values(&["continued"])
-                        .inc();
-                    tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
-                    died = Some(e);
-                }
-                other => {
-                    break match (other, died.take()) {
-                        (Err(GatewayError::Route(_)), Some(e)) => Err(GatewayError::Upstream(e)),
-                        (other, _) => other,
+    // Not an `async fn`, which would keep its arguments twice (as captured, and moved into
+    // the body's locals): with the exchange and the spec that is 1.4 KiB per request.
+    #[allow(clippy::manual_async_fn)]
+    fn start_in(
+        mut exchange: Exchange,
+        spec: Spec,
+    ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
+        async move {
+            let relay = &Arc::clone(exchange.relay());
+            let mut tried = retry::Tried::default();
+            let mut migrations = 0;
+            // Why the last restart was needed: if no worker is left to restart on, that is the
+            // client's error, not "no healthy worker".
+            let mut died: Option<UpstreamError> = None;
+            let opened = loop {
+                let session = spec.session_key.as_deref();
+                let leg = Leg {
+                    input_ids: &spec.prompt,
+                    params: &spec.params,
+                    session_key: session,
+                    rid: &spec.rid,
+                    logprobs: spec.logprobs,
+                    prefer: spec.prefer,
+                };
+                match open_leg(&mut exchange, leg, None, &mut tried).await {
+                    // The worker died before its first token: nothing reached the client, and that
+                    // generation is gone with the worker, so start it over elsewhere.
+                    Err(GatewayError::Upstream(e))
+                        if e.is_disconnect() && migrations < relay.reliability.migration_limit =>
+                    {
+                        migrations += 1;
+                        relay
+                            .metrics
+                            .migrations
+                            .with_label_values(&["continued"])
+                            .inc();
+                        tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
+                        died = Some(e);
+                    }
+                    other => {
+                        break match (other, died.take()) {
+                            (Err(GatewayError::Route(_)), Some(e)) => {
+                                Err(GatewayError::Upstream(e))
+                            }
+                            (other, _) => other,
+                        }
                     }
                 }
-            }
-        };
-        let (upstream, first) = match opened {
-            Ok(o) => o,
-            Err(e) => {
-                exchange.hand_back();
-                return Err(e);
-            }
-        };
-        Ok(Generation {
-            exchange,
-            spec,
-            upstream,
-            pending: Some(first),
-            earlier_ids: Vec::new(),
-            sent: String::new(),
-            overlap: String::new(),
-            tokens_before_leg: 0,
-            migrations,
-            continued: false,
-            tried,
-        })
+            };
+            let (upstream, first) = match opened {
+                Ok(o) => o,
+                Err(e) => {
+                    exchange.hand_back();
+                    return Err(e);
+                }
+            };
+            Ok(Box::new(Generation {
+                exchange,
+                spec,
+                upstream,
+                pending: Some(first),
+                earlier_ids: Vec::new(),
+                sent: String::new(),
+                overlap: String::new(),
+                tokens_before_leg: 0,
+                migrations,
+                continued: false,
+                tried,
+            }))
+        }
     }
 
     /// The request's time limits.
@@ -221,7 +233,9 @@ impl Generation {
                     return Ok(None);
                 }
                 Err(e) if self.can_migrate(&e) => {
-                    if let Err(e2) = self.migrate(&e).await {
+                    // Boxed: a migration is rare, and its state would otherwise double the
+                    // size of the future every delta of every generation builds.
+                    if let Err(e2) = Box::pin(self.migrate(&e)).await {
                         self.exchange.fail(&e2);
                         return Err(e2);
                     }

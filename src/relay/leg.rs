@@ -115,8 +115,9 @@ pub(super) async fn open_leg(
                 ..request
             };
             let body = crate::upstream::generate::request_body(origin, &prefill_request)?;
+            // Boxed: the pair's state is twice a lone leg's, and only PD legs need it.
             let ((mut up, mut first), prefilled) =
-                pd::paired(&relay, prefill, "/generate", body, decode).await?;
+                Box::pin(pd::paired(&relay, prefill, "/generate", body, decode)).await?;
             // The prompt was cached (or not) on the prefill worker: that count is the usage's.
             if let Some(p) = prefilled {
                 let cached = u32::try_from(p.cached_tokens).unwrap_or(u32::MAX);

@@ -70,7 +70,7 @@ impl Answer {
 }
 
 /// The whole answer as one JSON object.
-pub async fn whole(mut generation: Generation, rid: String, start: Instant) -> Response {
+pub async fn whole(mut generation: Box<Generation>, rid: String, start: Instant) -> Response {
     let mut answer = Answer {
         rid,
         start,
@@ -100,7 +100,7 @@ pub async fn whole(mut generation: Generation, rid: String, start: Instant) -> R
 }
 
 /// The answer as SSE, one cumulative event per delta, driven by its own task (`pump`).
-pub fn stream(generation: Generation, rid: String, start: Instant) -> Response {
+pub fn stream(generation: Box<Generation>, rid: String, start: Instant) -> Response {
     let deadlines = generation.deadlines();
     let shutdown = generation.relay().shutdown.subscribe();
     let answer = Answer {

@@ -105,7 +105,9 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
                         pairing: Pairing::PrefillLeg,
                     };
                     let prefill_body = with_ranks(&body, prefill_ranks);
-                    Ok(pd::paired(relay, p, f.path, prefill_body, decode).await?.0)
+                    // Boxed, as in `leg`: only PD legs carry the pair's state.
+                    let paired = pd::paired(relay, p, f.path, prefill_body, decode);
+                    Ok(Box::pin(paired).await?.0)
                 }
             }
         }

@@ -17,7 +17,7 @@ use crate::tool_calls::{Reading, StreamParser, ToolCall};
 use crate::upstream::generate::Delta;
 
 struct State<G> {
-    generation: Generation,
+    generation: Box<Generation>,
     grammar: G,
     started: bool,
     reader: Reader,
@@ -32,7 +32,7 @@ pub(super) struct Reader {
 }
 
 pub fn respond<G: Grammar>(
-    generation: Generation,
+    generation: Box<Generation>,
     grammar: G,
     reasoning: Option<Format>,
     tools: Option<Reading>,

@@ -33,7 +33,7 @@ pub struct Request<'a> {
     pub id: &'a RequestId,
     pub body: Bytes,
     pub served: Arc<Served>,
-    pub prepared: Prepared,
+    pub prepared: Box<Prepared>,
     pub kind: Kind,
     pub start: Instant,
 }
@@ -100,7 +100,9 @@ names_model!(
 pub struct Parsed<R> {
     pub req: R,
     pub served: Arc<Served>,
-    pub prepared: Prepared,
+    /// Boxed: ~700 bytes that every layer of the request's future would hold twice (an
+    /// `async fn` keeps its arguments and their moved copies).
+    pub prepared: Box<Prepared>,
 }
 
 /// Parses the body, looks up the model it names (404 `model_not_found` for none) and prepares
@@ -131,7 +133,7 @@ pub async fn parse_and_prepare<R: NamesModel + Send + 'static>(
         Ok(Parsed {
             req,
             served,
-            prepared,
+            prepared: Box::new(prepared),
         })
     })
     .await
@@ -181,7 +183,8 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
         start: req.start,
     };
     if p.n > 1 || !p.batch.is_empty() {
-        return several_choices(native, p, format).await;
+        // Boxed: its state is larger than the one-choice path's, which is the common one.
+        return Box::pin(several_choices(native, p, format)).await;
     }
     let format = format.with_echo(p.echo.clone());
     native_path(native, p, format).await
@@ -192,7 +195,7 @@ pub async fn openai(app: &Arc<AppState>, req: Request<'_>) -> Result<Response, G
 /// every rid that starts with the one given, so no choice's rid may start another's.
 async fn several_choices(
     req: Native<'_>,
-    p: Prepared,
+    p: Box<Prepared>,
     format: Formatter,
 ) -> Result<Response, GatewayError> {
     let n = p.n.max(1) as usize;
@@ -237,7 +240,7 @@ pub struct Native<'a> {
 /// migration, deadlines, metrics under `endpoint`), relayed in `grammar`'s API.
 pub async fn native_path<G: Grammar>(
     req: Native<'_>,
-    p: Prepared,
+    p: Box<Prepared>,
     grammar: G,
 ) -> Result<Response, GatewayError> {
     let spec = Spec {
