@@ -10,6 +10,8 @@
 #        COMPARE_OUT (a fresh temp dir): where the per-run JSON files go,
 #        COMPARE_BASELINE (a `switchboard` binary): serves the `baseline-<policy>` systems (name them
 #        in COMPARE_SYSTEMS), to compare a change with the build before it in one run
+#        COMPARE_BIN (a `switchboard` binary, default target/release/switchboard): runs every
+#        run's sims and the `switchboard-<policy>` systems, e.g. a quicker build without LTO
 #
 # With taskset and ≥ 2 cores: gateways on core 0; workers and the load generator on core 1.
 set -euo pipefail
@@ -50,7 +52,7 @@ fi
 cd "$ROOT"
 LOAD=$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
 [[ -x $LOAD ]] || { echo "compare: cannot build the load bench" >&2; exit 1; }
-SB=$ROOT/target/release/switchboard
+SB=${COMPARE_BIN:-$ROOT/target/release/switchboard}
 SIM_ARGS=$("$LOAD" --scenario "$SCENARIO" --print-sim-args)
 
 PIN_GW=() PIN_SIM=() PIN_FLAG=()
