@@ -110,47 +110,8 @@ impl Generation {
         spec: Spec,
     ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
         async move {
-            let relay = &Arc::clone(exchange.relay());
             let mut tried = retry::Tried::default();
-            let mut migrations = 0;
-            // Why the last restart was needed: if no worker is left to restart on, that is the
-            // client's error, not "no healthy worker".
-            let mut died: Option<UpstreamError> = None;
-            let opened = loop {
-                let session = spec.session_key.as_deref();
-                let leg = Leg {
-                    input_ids: &spec.prompt,
-                    params: &spec.params,
-                    session_key: session,
-                    rid: &spec.rid,
-                    logprobs: spec.logprobs,
-                    prefer: spec.prefer,
-                };
-                match open_leg(&mut exchange, leg, None, &mut tried).await {
-                    // The worker died before its first token: nothing reached the client, and that
-                    // generation is gone with the worker, so start it over elsewhere.
-                    Err(GatewayError::Upstream(e))
-                        if e.is_disconnect() && migrations < relay.reliability.migration_limit =>
-                    {
-                        migrations += 1;
-                        relay
-                            .metrics
-                            .migrations
-                            .with_label_values(&["continued"])
-                            .inc();
-                        tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
-                        died = Some(e);
-                    }
-                    other => {
-                        break match (other, died.take()) {
-                            (Err(GatewayError::Route(_)), Some(e)) => {
-                                Err(GatewayError::Upstream(e))
-                            }
-                            (other, _) => other,
-                        }
-                    }
-                }
-            };
+            let (opened, migrations) = open_first(&mut exchange, &spec, &mut tried).await;
             let (upstream, first) = match opened {
                 Ok(o) => o,
                 Err(e) => {
@@ -271,6 +232,52 @@ impl Generation {
             }
         }
         delta
+    }
+}
+
+/// Opens the generation's first leg. A worker that dies before its first token took nothing
+/// to the client, and its generation is gone with it, so it is started over elsewhere (up to
+/// the migration limit). Returns the leg, or the error, and how many restarts it took.
+async fn open_first(
+    exchange: &mut Exchange,
+    spec: &Spec,
+    tried: &mut retry::Tried,
+) -> (Result<(TokenStream, Delta), GatewayError>, u32) {
+    let relay = Arc::clone(exchange.relay());
+    let mut migrations = 0;
+    // Why the last restart was needed: if no worker is left to restart on, that is the
+    // client's error, not "no healthy worker".
+    let mut died: Option<UpstreamError> = None;
+    loop {
+        let leg = Leg {
+            input_ids: &spec.prompt,
+            params: &spec.params,
+            session_key: spec.session_key.as_deref(),
+            rid: &spec.rid,
+            logprobs: spec.logprobs,
+            prefer: spec.prefer,
+        };
+        match open_leg(exchange, leg, None, tried).await {
+            Err(GatewayError::Upstream(e))
+                if e.is_disconnect() && migrations < relay.reliability.migration_limit =>
+            {
+                migrations += 1;
+                relay
+                    .metrics
+                    .migrations
+                    .with_label_values(&["continued"])
+                    .inc();
+                tracing::warn!(rid = %spec.rid, worker = e.worker_url().unwrap_or("-"), error = %e, "worker failed before its first token; starting elsewhere");
+                died = Some(e);
+            }
+            other => {
+                let opened = match (other, died.take()) {
+                    (Err(GatewayError::Route(_)), Some(e)) => Err(GatewayError::Upstream(e)),
+                    (other, _) => other,
+                };
+                return (opened, migrations);
+            }
+        }
     }
 }
 
