@@ -1,5 +1,6 @@
-//! Per-chunk cost of the streaming relay's pure part: parse the worker's SSE bytes, decode
-//! SGLang's cumulative `/generate` chunk, and encode the OpenAI chat chunk the client gets.
+//! Per-chunk cost of the streaming relay's pure part: parse the worker's SSE bytes, read what
+//! SGLang's cumulative `/generate` chunk adds (text and ids, as the gateway does), and encode the
+//! OpenAI chat chunk the client gets.
 //! (The syscalls around it are measured by the load benchmark.)
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
@@ -12,6 +13,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use switchboard::protocol::sglang::GenerateChunk;
 use switchboard::relay::format::{Formatter, Kind};
 use switchboard::stream::sse::SseParser;
+use switchboard::upstream::generate::Received;
 
 /// A 64-token SGLang stream in its default cumulative form, as one byte buffer.
 fn sglang_stream(tokens: usize) -> Vec<u8> {
@@ -48,19 +50,21 @@ fn relay(c: &mut Criterion) {
     g.throughput(Throughput::Elements(tokens as u64));
     g.bench_function("parse_decode_encode_64_chunks", |b| {
         b.iter_batched(
-            || SseParser::new(1 << 20),
-            |mut parser| {
+            || (SseParser::new(1 << 20), Received::default()),
+            |(mut parser, mut received)| {
                 parser.push(&wire);
-                let (mut sent, mut out_bytes, mut out) = (0usize, 0usize, Vec::with_capacity(512));
+                let (mut out_bytes, mut out) = (0usize, Vec::with_capacity(512));
                 while let Ok(Some(ev)) = parser.next_event() {
                     if ev.is_done() {
                         break;
                     }
                     let chunk: GenerateChunk = serde_json::from_slice(&ev.data).expect("chunk");
-                    let text = chunk.text.as_deref().unwrap_or("");
-                    let delta = &text[sent.min(text.len())..];
-                    sent = text.len();
-                    format.text_chunk(&mut out, delta, None);
+                    let count = chunk.meta_info.completion_tokens;
+                    let (text, _) = received
+                        .take(chunk.text, chunk.output_ids, count)
+                        .expect("chunk");
+                    let delta = text.unwrap_or_default();
+                    format.text_chunk(&mut out, &delta, None);
                     out_bytes += out.len();
                     out.clear();
                 }

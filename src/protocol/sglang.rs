@@ -114,13 +114,14 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// One `/generate` response object (a whole answer, or one SSE chunk). `text` and `output_ids`
-/// are cumulative by default and deltas with `--incremental-streaming-output`.
+/// are cumulative by default and deltas with `--incremental-streaming-output`; they are kept as
+/// sent (JSON) because a cumulative value need only be read from where the last one ended.
 #[derive(Debug, Deserialize)]
 pub struct GenerateChunk<'a> {
     #[serde(borrow, default)]
-    pub text: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    pub output_ids: Option<Vec<u32>>,
+    pub text: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    pub output_ids: Option<&'a serde_json::value::RawValue>,
     pub meta_info: MetaInfo,
 }
 
@@ -250,7 +251,8 @@ mod tests {
     fn parses_cumulative_chunk_and_finish_reasons() {
         let raw = br#"{"text":" Paris.","output_ids":[12095,13],"meta_info":{"id":"x","finish_reason":{"type":"stop","matched":128009},"prompt_tokens":7,"completion_tokens":2,"cached_tokens":3,"e2e_latency":0.04}}"#;
         let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
-        assert_eq!(c.text.as_deref(), Some(" Paris."));
+        assert_eq!(c.text.map(|t| t.get()), Some(r#"" Paris.""#));
+        assert_eq!(c.output_ids.map(|t| t.get()), Some("[12095,13]"));
         assert_eq!(c.meta_info.completion_tokens, 2);
         assert_eq!(c.meta_info.finish_reason.unwrap().openai(), "stop");
         let raw = br#"{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full.","status_code":503}}}"#;

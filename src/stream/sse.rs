@@ -2,6 +2,7 @@
 //! `event:`, comments, `\n` or `\r\n` line ends).
 
 use bytes::{Buf, Bytes, BytesMut};
+use memchr::memchr;
 use serde::Serialize;
 
 /// One dispatched event. `data` is the joined `data:` lines without the final newline.
@@ -136,10 +137,6 @@ impl SseParser {
         };
         Some(SseEvent { event, data })
     }
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
 }
 
 /// Appends `data: <json>\n\n` to `out`.

@@ -2,6 +2,7 @@
 //! Handles cumulative (default) and incremental output (see `received`), and workers that send
 //! only `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
 
+mod continued;
 mod received;
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::protocol::sglang::{
 };
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
-use received::Received;
+pub use received::Received;
 
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -173,10 +174,10 @@ impl GenerateStream {
             Err(_) => return Err(super::first_event::refusal(data)),
         };
         let mut meta = chunk.meta_info;
-        let ids = chunk.output_ids.unwrap_or_default();
         let (text, added) = self
             .received
-            .take(chunk.text.as_deref(), ids, meta.completion_tokens);
+            .take(chunk.text, chunk.output_ids, meta.completion_tokens)
+            .map_err(|_| super::first_event::refusal(data))?;
         let logprobs = self.new_logprobs(&mut meta);
         let text = match text {
             Some(t) if !self.own_text => t,

@@ -22,6 +22,10 @@
 //!   steps; preferring the delta reading instead would duplicate the whole text on every chunk
 //!   of 0.5.9 `--stream-output`, which is the common case of the two.
 
+use serde_json::value::RawValue;
+
+use super::continued::Continued;
+
 /// The text and ids received so far on one stream.
 #[derive(Debug, Default)]
 pub struct Received {
@@ -31,29 +35,63 @@ pub struct Received {
     text_is_delta: bool,
     /// Every output id so far.
     ids: Vec<u32>,
+    /// The last `text` as sent, while it is all of `text`.
+    raw_text: Continued,
+    /// The last `output_ids` as sent, while they are all of `ids`.
+    raw_ids: Continued,
 }
 
 impl Received {
-    /// Takes in one chunk; returns its new text (`None` when the chunk has no `text` field)
-    /// and how many of [`Received::ids`]' last ids it added.
+    /// Takes in one chunk's `text` and `output_ids` as sent; returns its new text (`None` when
+    /// the chunk has no `text` field) and how many of [`Received::ids`]' last ids it added.
     pub fn take(
         &mut self,
-        text: Option<&str>,
-        ids: Vec<u32>,
+        text: Option<&RawValue>,
+        ids: Option<&RawValue>,
         completion_tokens: u32,
-    ) -> (Option<String>, usize) {
+    ) -> Result<(Option<String>, usize), serde_json::Error> {
         let before = self.ids.len();
-        if self.ids_are_cumulative(&ids, completion_tokens) {
-            self.ids = ids;
-        } else {
-            self.ids.extend_from_slice(&ids);
+        if let Some(ids) = ids {
+            self.take_ids(ids.get(), completion_tokens as usize)?;
         }
         let added = self.ids.len().saturating_sub(before);
-        (text.map(|t| self.new_text(t)), added)
+        let text = match text {
+            Some(t) => Some(self.take_text(t.get())?),
+            None => None,
+        };
+        Ok((text, added))
     }
 
-    fn ids_are_cumulative(&self, ids: &[u32], completion_tokens: u32) -> bool {
-        let (so_far, n, count) = (self.ids.len(), ids.len(), completion_tokens as usize);
+    fn take_ids(&mut self, raw: &str, count: usize) -> Result<(), serde_json::Error> {
+        let so_far = self.ids.len();
+        if let Some(rest) = self.raw_ids.rest(raw) {
+            // The list repeats the ids so far: what `ids_are_cumulative` would decide, knowing
+            // that, and reading only the new ones.
+            let new: Vec<u32> = serde_json::from_slice(rest)?;
+            let n = so_far + new.len();
+            if n != count && so_far + n == count {
+                let whole = [self.ids.as_slice(), &new].concat();
+                self.ids.extend_from_slice(&whole);
+                self.raw_ids.forget();
+            } else {
+                self.ids.extend_from_slice(&new);
+                self.raw_ids.remember(raw);
+            }
+            return Ok(());
+        }
+        let ids: Vec<u32> = serde_json::from_str(raw)?;
+        if so_far == 0 || self.ids_are_cumulative(&ids, count) {
+            self.ids = ids;
+            self.raw_ids.remember(raw);
+        } else {
+            self.ids.extend_from_slice(&ids);
+            self.raw_ids.forget();
+        }
+        Ok(())
+    }
+
+    fn ids_are_cumulative(&self, ids: &[u32], count: usize) -> bool {
+        let (so_far, n) = (self.ids.len(), ids.len());
         if so_far == 0 || n < so_far {
             // First ids: both readings agree. Fewer ids than received: not a whole list.
             return false;
@@ -65,6 +103,26 @@ impl Received {
             return false;
         }
         ids.starts_with(&self.ids)
+    }
+
+    fn take_text(&mut self, raw: &str) -> Result<String, serde_json::Error> {
+        if !self.text_is_delta {
+            if let Some(rest) = self.raw_text.rest(raw) {
+                // Extends all the text so far: cumulative, and the rest is the new text.
+                let new: String = serde_json::from_slice(rest)?;
+                self.text.push_str(&new);
+                self.raw_text.remember(raw);
+                return Ok(new);
+            }
+        }
+        let text: String = serde_json::from_str(raw)?;
+        let new = self.new_text(&text);
+        if self.text_is_delta {
+            self.raw_text.forget();
+        } else if !text.is_empty() {
+            self.raw_text.remember(raw);
+        }
+        Ok(new)
     }
 
     fn new_text(&mut self, text: &str) -> String {
@@ -84,7 +142,7 @@ impl Received {
         text.to_owned()
     }
 
-    /// Every output id received so far.
+    /// Every output id so far.
     pub fn ids(&self) -> &[u32] {
         &self.ids
     }
@@ -94,17 +152,63 @@ impl Received {
 mod tests {
     use super::*;
 
+    fn raw(v: impl serde::Serialize) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).expect("JSON")
+    }
+
     /// Feeds `(text, ids, completion_tokens)` chunks; returns the joined new text and the ids.
     fn read(chunks: &[(Option<&str>, &[u32], u32)]) -> (String, Vec<u32>) {
         let mut r = Received::default();
         let mut out = String::new();
         for (text, ids, count) in chunks {
             let before = r.ids().len();
-            let (new, added) = r.take(*text, ids.to_vec(), *count);
+            let text = text.map(raw);
+            let (new, added) = r
+                .take(text.as_deref(), Some(&raw(ids)), *count)
+                .expect("valid chunk");
             assert_eq!(r.ids().len(), before + added);
             out.push_str(&new.unwrap_or_default());
         }
         (out, r.ids().to_vec())
+    }
+
+    #[test]
+    fn cumulative_values_read_from_where_the_last_ended_escapes_and_spacing_included() {
+        // As Python's `json.dumps` sends them: `", "` between ids, non-ASCII as escapes.
+        let chunks = [
+            (r#""a\\""#, "[1, 2]", 2),
+            (r#""a\\n \u00e9""#, "[1, 2, 3]", 3),
+            (r#""a\\n \u00e9\ud83d\ude00\"""#, "[1, 2, 3, 40, 5]", 5),
+        ];
+        let mut r = Received::default();
+        let mut out = String::new();
+        for (text, ids, count) in chunks {
+            let text: &RawValue = serde_json::from_str(text).expect("text");
+            let ids: &RawValue = serde_json::from_str(ids).expect("ids");
+            let (new, _) = r.take(Some(text), Some(ids), count).expect("chunk");
+            out.push_str(&new.unwrap_or_default());
+        }
+        assert_eq!(out, "a\\n \u{e9}\u{1f600}\"");
+        assert_eq!(r.ids(), &[1, 2, 3, 40, 5]);
+    }
+
+    #[test]
+    fn a_delta_list_that_repeats_the_ids_so_far_is_still_a_delta() {
+        // Delta ids [7] then [7, 8]: the counts (1, then 3) say delta, though the bytes of the
+        // second list continue the first's.
+        let got = read(&[(None, &[7], 1), (None, &[7, 8], 3)]);
+        assert_eq!(got.1, vec![7, 7, 8]);
+    }
+
+    #[test]
+    fn a_chunk_that_is_not_json_of_its_kind_is_an_error() {
+        let mut r = Received::default();
+        let ids: &RawValue = serde_json::from_str("[1,2]").expect("ids");
+        r.take(None, Some(ids), 2).expect("chunk");
+        let bad: &RawValue = serde_json::from_str(r#"[1,2,"x"]"#).expect("JSON");
+        assert!(r.take(None, Some(bad), 3).is_err());
+        let bad: &RawValue = serde_json::from_str("[1,2,-3]").expect("JSON");
+        assert!(r.take(None, Some(bad), 3).is_err());
     }
 
     #[test]
@@ -178,8 +282,8 @@ mod tests {
     #[test]
     fn no_text_field_leaves_the_text_to_the_caller() {
         let mut r = Received::default();
-        assert_eq!(r.take(None, vec![5, 6], 2), (None, 2));
-        assert_eq!(r.take(None, vec![5, 6, 7], 3), (None, 1));
+        assert_eq!(r.take(None, Some(&raw([5, 6])), 2).ok(), Some((None, 2)));
+        assert_eq!(r.take(None, Some(&raw([5, 6, 7])), 3).ok(), Some((None, 1)));
         assert_eq!(r.ids(), &[5, 6, 7]);
     }
 }
