@@ -1,6 +1,6 @@
 //! OpenAI response objects for one request: chat or text completion, streamed or whole.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -13,8 +13,10 @@ use crate::protocol::openai::{
 };
 use crate::stream::sse;
 
+mod content_frame;
 mod whole;
 use crate::tool_calls::ToolCall;
+use content_frame::ContentFrame;
 pub use whole::WholeChoice;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct Formatter {
     echo: RefCell<Option<String>>,
     /// The choice this formatter writes (0 unless the request asked for several).
     index: u32,
+    /// Chat chunks of content only, rendered once (`None` inside if it could not be cut).
+    content_frame: OnceCell<Option<ContentFrame>>,
 }
 
 /// Logprobs not yet written: each event takes those of the tokens before it.
@@ -67,6 +71,7 @@ impl Formatter {
             logprobs: None,
             echo: RefCell::new(None),
             index: 0,
+            content_frame: OnceCell::new(),
         }
     }
 
@@ -86,6 +91,7 @@ impl Formatter {
             }),
             echo: RefCell::new(echo),
             index,
+            content_frame: OnceCell::new(),
         }
     }
 
@@ -196,14 +202,7 @@ impl Formatter {
     /// New text; for completions the finish reason rides on the same chunk.
     pub fn text_chunk(&self, out: &mut Vec<u8>, text: &str, finish: Option<&'static str>) {
         match self.kind {
-            Kind::Chat => self.chat_chunk(
-                out,
-                Delta {
-                    content: Some(text),
-                    ..Delta::default()
-                },
-                None,
-            ),
+            Kind::Chat => self.content_chunk(out, text),
             Kind::Completion => {
                 let text = self.echoed(text);
                 let choices = [TextChoice {
@@ -268,6 +267,22 @@ impl Formatter {
                     usage: Some(usage),
                 },
             ),
+        }
+    }
+
+    /// A chat chunk of content only: from the stream's frame while no logprobs are pending.
+    fn content_chunk(&self, out: &mut Vec<u8>, text: &str) {
+        let no_logprobs = (self.logprobs.as_ref()).is_none_or(|l| l.pending.borrow().is_empty());
+        let frame = no_logprobs.then(|| {
+            self.content_frame.get_or_init(|| {
+                let mut empty = Vec::new();
+                self.chat_chunk(&mut empty, content_delta(""), None);
+                ContentFrame::cut(&empty)
+            })
+        });
+        match frame {
+            Some(Some(frame)) => frame.write(out, text),
+            _ => self.chat_chunk(out, content_delta(text), None),
         }
     }
 
@@ -348,4 +363,11 @@ impl Grammar for Formatter {
 /// stream then ends without `[DONE]`, so no client mistakes it for a complete answer.
 pub fn error_event(out: &mut Vec<u8>, err: &GatewayError) {
     sse::write_json_event(out, &err.body());
+}
+
+fn content_delta(text: &str) -> Delta<'_> {
+    Delta {
+        content: Some(text),
+        ..Delta::default()
+    }
 }
