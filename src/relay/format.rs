@@ -272,17 +272,20 @@ impl Formatter {
 
     /// A chat chunk of content only: from the stream's frame while no logprobs are pending.
     fn content_chunk(&self, out: &mut Vec<u8>, text: &str) {
-        let no_logprobs = (self.logprobs.as_ref()).is_none_or(|l| l.pending.borrow().is_empty());
-        let frame = no_logprobs.then(|| {
-            self.content_frame.get_or_init(|| {
+        let pending = (self.logprobs.as_ref()).is_some_and(|l| !l.pending.borrow().is_empty());
+        let frame = if pending {
+            None
+        } else {
+            let frame = self.content_frame.get_or_init(|| {
                 let mut empty = Vec::new();
                 self.chat_chunk(&mut empty, content_delta(""), None);
                 ContentFrame::cut(&empty)
-            })
-        });
+            });
+            frame.as_ref()
+        };
         match frame {
-            Some(Some(frame)) => frame.write(out, text),
-            _ => self.chat_chunk(out, content_delta(text), None),
+            Some(frame) => frame.write(out, text),
+            None => self.chat_chunk(out, content_delta(text), None),
         }
     }
 

@@ -33,8 +33,7 @@ impl ContentFrame {
 mod tests {
     use std::sync::Arc;
 
-    use super::super::{Formatter, Kind};
-    use crate::protocol::openai::Delta;
+    use super::super::{content_delta, Formatter, Kind};
 
     #[test]
     fn content_chunks_are_the_bytes_the_ordinary_way_writes() {
@@ -53,11 +52,7 @@ mod tests {
                 for text in texts {
                     let (mut fast, mut ordinary) = (Vec::new(), Vec::new());
                     f.text_chunk(&mut fast, text, None);
-                    let delta = Delta {
-                        content: Some(text),
-                        ..Delta::default()
-                    };
-                    f.chat_chunk(&mut ordinary, delta, None);
+                    f.chat_chunk(&mut ordinary, content_delta(text), None);
                     assert_eq!(
                         String::from_utf8_lossy(&fast),
                         String::from_utf8_lossy(&ordinary)

@@ -63,24 +63,21 @@ impl Received {
     }
 
     fn take_ids(&mut self, raw: &str, count: usize) -> Result<(), serde_json::Error> {
-        let so_far = self.ids.len();
         if let Some(rest) = self.raw_ids.rest(raw) {
-            // The list repeats the ids so far: what `ids_are_cumulative` would decide, knowing
-            // that, and reading only the new ones.
+            // The list repeats the ids so far byte for byte: only the new ones are read.
             let new: Vec<u32> = serde_json::from_slice(rest)?;
-            let n = so_far + new.len();
-            if n != count && so_far + n == count {
+            if self.is_whole_list(self.ids.len() + new.len(), count, || true) {
+                self.ids.extend_from_slice(&new);
+                self.raw_ids.remember(raw);
+            } else {
                 let whole = [self.ids.as_slice(), &new].concat();
                 self.ids.extend_from_slice(&whole);
                 self.raw_ids.forget();
-            } else {
-                self.ids.extend_from_slice(&new);
-                self.raw_ids.remember(raw);
             }
             return Ok(());
         }
         let ids: Vec<u32> = serde_json::from_str(raw)?;
-        if so_far == 0 || self.ids_are_cumulative(&ids, count) {
+        if self.is_whole_list(ids.len(), count, || ids.starts_with(&self.ids)) {
             self.ids = ids;
             self.raw_ids.remember(raw);
         } else {
@@ -90,10 +87,17 @@ impl Received {
         Ok(())
     }
 
-    fn ids_are_cumulative(&self, ids: &[u32], count: usize) -> bool {
-        let (so_far, n) = (self.ids.len(), ids.len());
-        if so_far == 0 || n < so_far {
-            // First ids: both readings agree. Fewer ids than received: not a whole list.
+    /// Whether a list of `n` ids is all the ids so far (cumulative) rather than the new ones;
+    /// `repeats` says whether it starts with the ids so far, asked only when the counts cannot
+    /// tell.
+    fn is_whole_list(&self, n: usize, count: usize, repeats: impl FnOnce() -> bool) -> bool {
+        let so_far = self.ids.len();
+        if so_far == 0 {
+            // First ids: both readings agree.
+            return true;
+        }
+        if n < so_far {
+            // Fewer ids than received: not a whole list.
             return false;
         }
         if n == count {
@@ -102,7 +106,7 @@ impl Received {
         if so_far + n == count {
             return false;
         }
-        ids.starts_with(&self.ids)
+        repeats()
     }
 
     fn take_text(&mut self, raw: &str) -> Result<String, serde_json::Error> {
