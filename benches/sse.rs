@@ -10,10 +10,9 @@ mod allocator;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use switchboard::protocol::sglang::GenerateChunk;
 use switchboard::relay::format::{Formatter, Kind};
 use switchboard::stream::sse::SseParser;
-use switchboard::upstream::generate::Received;
+use switchboard::upstream::generate::ChunkReader;
 
 /// A 64-token SGLang stream in its default cumulative form, as one byte buffer.
 fn sglang_stream(tokens: usize) -> Vec<u8> {
@@ -50,7 +49,7 @@ fn relay(c: &mut Criterion) {
     g.throughput(Throughput::Elements(tokens as u64));
     g.bench_function("parse_decode_encode_64_chunks", |b| {
         b.iter_batched(
-            || (SseParser::new(1 << 20), Received::default()),
+            || (SseParser::new(1 << 20), ChunkReader::default()),
             |(mut parser, mut received)| {
                 parser.push(&wire);
                 let (mut out_bytes, mut out) = (0usize, Vec::with_capacity(512));
@@ -58,12 +57,8 @@ fn relay(c: &mut Criterion) {
                     if ev.is_done() {
                         break;
                     }
-                    let chunk: GenerateChunk = serde_json::from_slice(&ev.data).expect("chunk");
-                    let count = chunk.meta_info.completion_tokens;
-                    let (text, _) = received
-                        .take(chunk.text, chunk.output_ids, count)
-                        .expect("chunk");
-                    let delta = text.unwrap_or_default();
+                    let chunk = received.read(&ev.data).expect("chunk");
+                    let delta = chunk.text.unwrap_or_default();
                     format.text_chunk(&mut out, &delta, None);
                     out_bytes += out.len();
                     out.clear();

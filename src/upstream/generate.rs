@@ -2,8 +2,9 @@
 //! Handles cumulative (default) and incremental output (see `received`), and workers that send
 //! only `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
 
-mod continued;
+mod reader;
 mod received;
+mod splice;
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use crate::protocol::sglang::{
 };
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
-pub use received::Received;
+pub use reader::{Chunk, ChunkReader};
 
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
@@ -45,7 +46,7 @@ pub struct GenerateStream {
     parser: SseParser,
     worker: Arc<Origin>,
     /// Text and output ids so far (the ids so a generation can continue elsewhere).
-    received: Received,
+    received: ChunkReader,
     completion_tokens: u32,
     detok: Option<IncrementalDecoder>,
     /// The text is ours: decoded from the ids with `detok` even when the worker sends text (a
@@ -76,7 +77,7 @@ pub async fn start(
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker: Arc::clone(worker),
-        received: Received::default(),
+        received: ChunkReader::default(),
         completion_tokens: 0,
         own_text: decoder.is_some(),
         detok: decoder,
@@ -169,14 +170,13 @@ impl GenerateStream {
         if self.finished {
             return Ok(None);
         }
-        let chunk: GenerateChunk = match serde_json::from_slice(data) {
-            Ok(c) => c,
-            Err(_) => return Err(super::first_event::refusal(data)),
-        };
-        let mut meta = chunk.meta_info;
-        let (text, added) = self
+        let Chunk {
+            text,
+            added,
+            mut meta,
+        } = self
             .received
-            .take(chunk.text, chunk.output_ids, meta.completion_tokens)
+            .read(data)
             .map_err(|_| super::first_event::refusal(data))?;
         let logprobs = self.new_logprobs(&mut meta);
         let text = match text {

@@ -24,7 +24,14 @@
 
 use serde_json::value::RawValue;
 
-use super::continued::Continued;
+/// A chunk's `text` or `output_ids` as sent: the whole value, or only what it added to the same
+/// value of the chunk before (cut so by `splice`, which does that only for a value that was all
+/// of it so far: see [`Received::continues`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Sent<'a> {
+    Whole(&'a RawValue),
+    Added(&'a RawValue),
+}
 
 /// The text and ids received so far on one stream.
 #[derive(Debug, Default)]
@@ -35,56 +42,73 @@ pub struct Received {
     text_is_delta: bool,
     /// Every output id so far.
     ids: Vec<u32>,
-    /// The last `text` as sent, while it is all of `text`.
-    raw_text: Continued,
-    /// The last `output_ids` as sent, while they are all of `ids`.
-    raw_ids: Continued,
+    /// Whether the last chunk's text and ids, as sent, were all of them so far.
+    continues: Continues,
+}
+
+/// Which of the last chunk's values were all of that value so far: the next chunk may repeat
+/// them and add to them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Continues {
+    pub text: bool,
+    pub ids: bool,
 }
 
 impl Received {
-    /// Takes in one chunk's `text` and `output_ids` as sent; returns its new text (`None` when
-    /// the chunk has no `text` field) and how many of [`Received::ids`]' last ids it added.
+    /// Takes in one chunk's `text` and `output_ids`; returns its new text (`None` when the chunk
+    /// has no `text` field) and how many of [`Received::ids`]' last ids it added.
     pub fn take(
         &mut self,
-        text: Option<&RawValue>,
-        ids: Option<&RawValue>,
+        text: Option<Sent<'_>>,
+        ids: Option<Sent<'_>>,
         completion_tokens: u32,
     ) -> Result<(Option<String>, usize), serde_json::Error> {
         let before = self.ids.len();
-        if let Some(ids) = ids {
-            self.take_ids(ids.get(), completion_tokens as usize)?;
-        }
+        self.continues.ids = match ids {
+            Some(ids) => self.take_ids(ids, completion_tokens as usize)?,
+            None => false,
+        };
         let added = self.ids.len().saturating_sub(before);
         let text = match text {
-            Some(t) => Some(self.take_text(t.get())?),
-            None => None,
+            Some(t) => Some(self.take_text(t)?),
+            None => {
+                self.continues.text = false;
+                None
+            }
         };
         Ok((text, added))
     }
 
-    fn take_ids(&mut self, raw: &str, count: usize) -> Result<(), serde_json::Error> {
-        if let Some(rest) = self.raw_ids.rest(raw) {
-            // The list repeats the ids so far byte for byte: only the new ones are read.
-            let new: Vec<u32> = serde_json::from_slice(rest)?;
-            if self.is_whole_list(self.ids.len() + new.len(), count, || true) {
+    /// Which of the values just taken were all of that value so far.
+    pub fn continues(&self) -> Continues {
+        self.continues
+    }
+
+    /// Returns whether the list was all the ids so far.
+    fn take_ids(&mut self, sent: Sent<'_>, count: usize) -> Result<bool, serde_json::Error> {
+        match sent {
+            Sent::Added(raw) => {
+                // The list repeats the ids so far byte for byte: these are the ones after them.
+                let new: Vec<u32> = serde_json::from_str(raw.get())?;
+                let whole = self.is_whole_list(self.ids.len() + new.len(), count, || true);
+                if !whole {
+                    // The counts say delta: the repeated ids are new ones too.
+                    self.ids.extend_from_within(..);
+                }
                 self.ids.extend_from_slice(&new);
-                self.raw_ids.remember(raw);
-            } else {
-                let whole = [self.ids.as_slice(), &new].concat();
-                self.ids.extend_from_slice(&whole);
-                self.raw_ids.forget();
+                Ok(whole)
             }
-            return Ok(());
+            Sent::Whole(raw) => {
+                let ids: Vec<u32> = serde_json::from_str(raw.get())?;
+                let whole = self.is_whole_list(ids.len(), count, || ids.starts_with(&self.ids));
+                if whole {
+                    self.ids = ids;
+                } else {
+                    self.ids.extend_from_slice(&ids);
+                }
+                Ok(whole)
+            }
         }
-        let ids: Vec<u32> = serde_json::from_str(raw)?;
-        if self.is_whole_list(ids.len(), count, || ids.starts_with(&self.ids)) {
-            self.ids = ids;
-            self.raw_ids.remember(raw);
-        } else {
-            self.ids.extend_from_slice(&ids);
-            self.raw_ids.forget();
-        }
-        Ok(())
     }
 
     /// Whether a list of `n` ids is all the ids so far (cumulative) rather than the new ones;
@@ -109,23 +133,20 @@ impl Received {
         repeats()
     }
 
-    fn take_text(&mut self, raw: &str) -> Result<String, serde_json::Error> {
-        if !self.text_is_delta {
-            if let Some(rest) = self.raw_text.rest(raw) {
-                // Extends all the text so far: cumulative, and the rest is the new text.
-                let new: String = serde_json::from_slice(rest)?;
-                self.text.push_str(&new);
-                self.raw_text.remember(raw);
-                return Ok(new);
-            }
+    fn take_text(&mut self, sent: Sent<'_>) -> Result<String, serde_json::Error> {
+        let (raw, added) = match sent {
+            Sent::Whole(raw) => (raw, false),
+            Sent::Added(raw) => (raw, true),
+        };
+        let text: String = serde_json::from_str(raw.get())?;
+        if added && !self.text_is_delta {
+            // Extends all the text so far: cumulative, and this is the new text.
+            self.text.push_str(&text);
+            self.continues.text = true;
+            return Ok(text);
         }
-        let text: String = serde_json::from_str(raw)?;
         let new = self.new_text(&text);
-        if self.text_is_delta {
-            self.raw_text.forget();
-        } else if !text.is_empty() {
-            self.raw_text.remember(raw);
-        }
+        self.continues.text = !self.text_is_delta && !text.is_empty();
         Ok(new)
     }
 
@@ -168,7 +189,11 @@ mod tests {
             let before = r.ids().len();
             let text = text.map(raw);
             let (new, added) = r
-                .take(text.as_deref(), Some(&raw(ids)), *count)
+                .take(
+                    text.as_deref().map(Sent::Whole),
+                    Some(Sent::Whole(&raw(ids))),
+                    *count,
+                )
                 .expect("valid chunk");
             assert_eq!(r.ids().len(), before + added);
             out.push_str(&new.unwrap_or_default());
@@ -177,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn cumulative_values_read_from_where_the_last_ended_escapes_and_spacing_included() {
+    fn cumulative_values_with_escapes_and_python_spacing() {
         // As Python's `json.dumps` sends them: `", "` between ids, non-ASCII as escapes.
         let chunks = [
             (r#""a\\""#, "[1, 2]", 2),
@@ -189,7 +214,9 @@ mod tests {
         for (text, ids, count) in chunks {
             let text: &RawValue = serde_json::from_str(text).expect("text");
             let ids: &RawValue = serde_json::from_str(ids).expect("ids");
-            let (new, _) = r.take(Some(text), Some(ids), count).expect("chunk");
+            let (new, _) = r
+                .take(Some(Sent::Whole(text)), Some(Sent::Whole(ids)), count)
+                .expect("chunk");
             out.push_str(&new.unwrap_or_default());
         }
         assert_eq!(out, "a\\n \u{e9}\u{1f600}\"");
@@ -208,11 +235,11 @@ mod tests {
     fn a_chunk_that_is_not_json_of_its_kind_is_an_error() {
         let mut r = Received::default();
         let ids: &RawValue = serde_json::from_str("[1,2]").expect("ids");
-        r.take(None, Some(ids), 2).expect("chunk");
+        r.take(None, Some(Sent::Whole(ids)), 2).expect("chunk");
         let bad: &RawValue = serde_json::from_str(r#"[1,2,"x"]"#).expect("JSON");
-        assert!(r.take(None, Some(bad), 3).is_err());
+        assert!(r.take(None, Some(Sent::Whole(bad)), 3).is_err());
         let bad: &RawValue = serde_json::from_str("[1,2,-3]").expect("JSON");
-        assert!(r.take(None, Some(bad), 3).is_err());
+        assert!(r.take(None, Some(Sent::Whole(bad)), 3).is_err());
     }
 
     #[test]
@@ -286,8 +313,14 @@ mod tests {
     #[test]
     fn no_text_field_leaves_the_text_to_the_caller() {
         let mut r = Received::default();
-        assert_eq!(r.take(None, Some(&raw([5, 6])), 2).ok(), Some((None, 2)));
-        assert_eq!(r.take(None, Some(&raw([5, 6, 7])), 3).ok(), Some((None, 1)));
+        assert_eq!(
+            r.take(None, Some(Sent::Whole(&raw([5, 6]))), 2).ok(),
+            Some((None, 2))
+        );
+        assert_eq!(
+            r.take(None, Some(Sent::Whole(&raw([5, 6, 7]))), 3).ok(),
+            Some((None, 1))
+        );
         assert_eq!(r.ids(), &[5, 6, 7]);
     }
 }
