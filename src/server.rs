@@ -19,31 +19,38 @@ use axum::Router;
 pub use state::AppState;
 
 pub fn router(state: Arc<AppState>) -> Router {
-    let mut inference = Router::new()
+    let openai = Router::new()
         .route("/v1/chat/completions", post(handlers::openai::chat))
         .route("/v1/completions", post(handlers::openai::completions))
         .route("/generate", post(handlers::generate::generate))
-        .route(
-            handlers::messages::MESSAGES_PATH,
-            post(handlers::messages::messages),
-        )
         .route("/v1/responses", post(handlers::messages::responses));
-    // Layered before the API-key check, so it sits inside it: a client without a valid key
-    // takes no slot and no rate-limit bucket.
-    if let Some(admission) =
-        crate::admission::AdmissionLayer::new(&state.config.admission, Arc::clone(&state.metrics))
-    {
-        inference = inference.route_layer(admission);
-    }
-    let inference = inference
-        .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            auth::require_api_key,
-        ))
-        // Outermost: it sees every error of `/v1/messages`, the key check's too.
-        .route_layer(axum::middleware::from_fn(
-            handlers::messages::anthropic_errors,
-        ));
+    let messages = Router::new().route(
+        handlers::messages::MESSAGES_PATH,
+        post(handlers::messages::messages),
+    );
+    let admission =
+        crate::admission::AdmissionLayer::new(&state.config.admission, Arc::clone(&state.metrics));
+    // Every layer costs on every request (a boxed service clone, a boxed future), so one that
+    // would do nothing is not added: admission without limits, the key check without a key.
+    let guard = |mut routes: Router<Arc<AppState>>| {
+        // Admission sits inside the key check: a client without a valid key takes no slot and
+        // no rate-limit bucket.
+        if let Some(admission) = admission.clone() {
+            routes = routes.route_layer(admission);
+        }
+        if state.config.api_key.is_some() {
+            routes = routes.route_layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&state),
+                auth::require_api_key,
+            ));
+        }
+        routes
+    };
+    // Outermost on `/v1/messages`: it sees every error there, the key check's too.
+    let messages = guard(messages).route_layer(axum::middleware::from_fn(
+        handlers::messages::anthropic_errors,
+    ));
+    let inference = guard(openai).merge(messages);
     let admin = Router::new()
         .route("/workers", get(admin::list).post(admin::add))
         .route("/workers/{id}", axum::routing::delete(admin::remove))

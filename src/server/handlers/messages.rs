@@ -107,9 +107,6 @@ where
 /// in Anthropic's shape, `{"type":"error","error":{"type","message"}}`, with its status codes.
 /// Errors leave `GatewayError` with their OpenAI body in the response's extensions.
 pub async fn anthropic_errors(req: Request, next: Next) -> Response {
-    if req.uri().path() != MESSAGES_PATH {
-        return next.run(req).await;
-    }
     let resp = next.run(req).await;
     let Some(openai) = resp.extensions().get::<OpenAiErrorBody>() else {
         return resp;
