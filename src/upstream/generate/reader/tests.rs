@@ -167,6 +167,22 @@ fn a_worker_without_text_has_its_ids_cut() {
     assert_eq!(read, read_whole(&events));
 }
 
+#[test]
+fn an_event_that_is_not_utf8_is_an_error_cut_or_whole() {
+    let mut r = ChunkReader::default();
+    let first = br#"{"text":"a","output_ids":[1],"meta_info":{"completion_tokens":1}}"#;
+    r.read(first).expect("an event");
+    let mut bad = br#"{"text":"a"#.to_vec();
+    bad.extend_from_slice(&[0xff, 0xfe]);
+    bad.extend_from_slice(br#"","output_ids":[1,2],"meta_info":{"completion_tokens":2}}"#);
+    assert!(
+        r.splice.cut(&bad).is_some(),
+        "the bad bytes are in what the event adds"
+    );
+    assert!(r.read(&bad).is_err());
+    assert!(ChunkReader::default().read(&bad).is_err());
+}
+
 fn piece() -> impl Strategy<Value = String> {
     prop::sample::select(vec![
         "",
