@@ -1,6 +1,7 @@
 //! SGLang's native `/generate` with our token ids, read back as a stream of text deltas.
-//! Handles cumulative (default) and incremental output (see `received`), and workers that send
-//! only `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
+//! Handles cumulative (default) and incremental output (see `received`; an event that repeats
+//! the last one is cut down to what it adds first, `splice`), and workers that send only
+//! `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
 
 mod reader;
 mod received;
@@ -46,7 +47,7 @@ pub struct GenerateStream {
     parser: SseParser,
     worker: Arc<Origin>,
     /// Text and output ids so far (the ids so a generation can continue elsewhere).
-    received: ChunkReader,
+    chunks: ChunkReader,
     completion_tokens: u32,
     detok: Option<IncrementalDecoder>,
     /// The text is ours: decoded from the ids with `detok` even when the worker sends text (a
@@ -77,7 +78,7 @@ pub async fn start(
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker: Arc::clone(worker),
-        received: ChunkReader::default(),
+        chunks: ChunkReader::default(),
         completion_tokens: 0,
         own_text: decoder.is_some(),
         detok: decoder,
@@ -175,14 +176,14 @@ impl GenerateStream {
             added,
             mut meta,
         } = self
-            .received
+            .chunks
             .read(data)
             .map_err(|_| super::first_event::refusal(data))?;
         let logprobs = self.new_logprobs(&mut meta);
         let text = match text {
             Some(t) if !self.own_text => t,
             _ => {
-                let all = self.received.ids();
+                let all = self.chunks.ids();
                 let new_ids = all.get(all.len() - added..).unwrap_or(&[]).to_vec();
                 self.detokenize(&new_ids)?
             }
@@ -244,7 +245,7 @@ impl GenerateStream {
             return Vec::new();
         };
         let tops = meta.output_top_logprobs.take().unwrap_or_default();
-        let skip = if entries.len() == self.received.ids().len() {
+        let skip = if entries.len() == self.chunks.ids().len() {
             self.logprobs_taken.min(entries.len())
         } else {
             0
@@ -344,7 +345,7 @@ impl GenerateStream {
 
     /// The output ids received so far.
     pub fn output_ids(&self) -> &[u32] {
-        self.received.ids()
+        self.chunks.ids()
     }
 
     /// We ended the answer at a stop string while the worker may still be generating.
