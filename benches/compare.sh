@@ -53,16 +53,14 @@ cd "$ROOT"
 LOAD=$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
 [[ -x $LOAD ]] || { echo "compare: cannot build the load bench" >&2; exit 1; }
 SB=${COMPARE_BIN:-$ROOT/target/release/switchboard}
+# shellcheck source=common/sims.sh
+source "$ROOT/benches/common/sims.sh"
 SIM_ARGS=$("$LOAD" --scenario "$SCENARIO" --print-sim-args)
 
 PIN_GW=() PIN_SIM=() PIN_FLAG=()
 if command -v taskset >/dev/null && (($(nproc) >= 2)); then
     PIN_GW=(taskset -c 0) PIN_SIM=(taskset -c 1) PIN_FLAG=(--pin)
 fi
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # Waits (bounded) until a chat request through $1 answers 200: registered, healthy, routable.
 wait_routable() {
@@ -82,24 +80,6 @@ wait_routable() {
 # PID of the process listening on 127.0.0.1:$1 (a launcher may run the router in a child).
 listener_pid() {
     ss -ltnpH "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
-}
-
-start_sims() {
-    SIM_URLS=()
-    local i port
-    for i in 1 2; do
-        port=$(free_port)
-        # shellcheck disable=SC2086 # SIM_ARGS is a list of flags
-        "${PIN_SIM[@]}" "$SB" sim --host 127.0.0.1 --port "$port" $SIM_ARGS >/dev/null 2>&1 &
-        PIDS+=($!)
-        SIM_URLS+=("http://127.0.0.1:$port")
-    done
-    for url in "${SIM_URLS[@]}"; do
-        for ((i = 0; i < 100; i++)); do
-            curl -sf -m 1 "$url/health" >/dev/null && break
-            sleep 0.1
-        done
-    done
 }
 
 start_system() { # name port → starts the gateway in the background
