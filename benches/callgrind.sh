@@ -81,7 +81,7 @@ kill -INT "$GW"
 wait "$GW" 2>/dev/null || true
 
 total=$(callgrind_annotate "$OUT" 2>/dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
-rate() { echo "$report" | sed -n "s/^$1 *\([0-9.]*\).*/\1/p" | head -1; }
+rate() { echo "$report" | awk -v key="$1" 'index($0, key) == 1 { print $NF; exit }'; }
 if [[ $SCENARIO == streams ]]; then
     unit="client chunk" per_s=$(rate "output chunks/s")
 else
