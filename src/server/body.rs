@@ -61,7 +61,8 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
 /// fields neither knows).
 pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
     let mut extensions = Vec::new();
-    let parsed = std::str::from_utf8(bytes).ok().and_then(|text| {
+    let text = std::str::from_utf8(bytes).ok();
+    let parsed = text.and_then(|text| {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_ignored::deserialize(&mut *de, |path| {
             if let serde_ignored::Path::Map {
@@ -81,7 +82,7 @@ pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
         Some(req) => req,
         None => parse_naming_the_field(bytes)?,
     };
-    req.set_sampling(parse(bytes)?, extensions);
+    req.set_sampling(parse_checked(text, bytes)?, extensions);
     Ok(req)
 }
 
@@ -112,12 +113,15 @@ pub async fn parse_off_thread<T: DeserializeOwned + Send + 'static>(
 
 /// Parses JSON, naming the offending field in `param` when there is one.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, GatewayError> {
-    // Tracking the path costs on every field: only a body that fails is parsed again with it.
     // The whole body is checked as UTF-8 at once (`from_str`), not each string on its own as
     // `from_slice` does: one pass instead of a call per key and value.
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|text| serde_json::from_str(text).ok())
+    parse_checked(std::str::from_utf8(bytes).ok(), bytes)
+}
+
+/// [`parse`] of a body already checked as UTF-8 (`text`, `None` if it is not).
+fn parse_checked<T: DeserializeOwned>(text: Option<&str>, bytes: &[u8]) -> Result<T, GatewayError> {
+    // Tracking the path costs on every field: only a body that fails is parsed again with it.
+    text.and_then(|text| serde_json::from_str(text).ok())
         .map_or_else(|| parse_naming_the_field(bytes), Ok)
 }
 
