@@ -73,6 +73,10 @@ struct Inner {
     adds_nothing: bool,
     /// See [`Tokenizer::max_bytes_per_token`].
     max_bytes_per_token: Option<usize>,
+    /// With added tokens: counted once, the count looks each added token up.
+    vocab_size: usize,
+    /// The special tokens as chat template variables.
+    template_vars: Arc<chat_input::SpecialTokenVars>,
 }
 
 /// Ids of `text` with the byte offset each token starts at (for splitting runs into pieces).
@@ -193,11 +197,12 @@ impl Tokenizer {
             })
         };
         let candidates = [
-            segments::Segmenter::new(splitters.clone()).with_digit_cuts(),
+            segments::Segmenter::new(splitters.clone()).map(segments::Segmenter::with_digit_cuts),
             segments::Segmenter::new(splitters),
         ];
         let segmenter = candidates
             .into_iter()
+            .flatten()
             .filter(|_| pieces_safe)
             .find(|seg| passes(seg));
         // With no post-processor tokens (no BOS/EOS added), `add_special_tokens` changes nothing
@@ -215,8 +220,12 @@ impl Tokenizer {
             None => None,
         };
         let max_bytes_per_token = text_bound::bytes_per_token_bound(&hf);
+        let vocab_size = hf.get_vocab_size(true);
+        let template_vars = Arc::new(chat_input::SpecialTokenVars::new(&config));
         Ok(Tokenizer {
             inner: Arc::new(Inner {
+                vocab_size,
+                template_vars,
                 hf,
                 config,
                 template,
@@ -306,7 +315,7 @@ impl Tokenizer {
     }
 
     pub fn vocab_size(&self) -> usize {
-        self.inner.hf.get_vocab_size(true)
+        self.inner.vocab_size
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {

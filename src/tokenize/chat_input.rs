@@ -1,7 +1,11 @@
 //! Rendering a chat request with the model's template, as HF's `apply_chat_template` does.
 
-use std::collections::BTreeMap;
+mod context;
 
+use std::sync::Arc;
+
+pub(crate) use context::SpecialTokenVars;
+use context::TemplateContext;
 use minijinja::value::{Serde, Value};
 use serde_json::{Map, Value as Json};
 
@@ -55,40 +59,20 @@ impl Tokenizer {
             messages.push(to_value(content::normalize_message(m, format)?.as_ref()));
         }
 
-        // HF: special tokens map first, chat_template_kwargs over it; the
-        // fixed arguments cannot be overridden.
-        let cfg = &self.inner.config;
-        let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
-        for (name, tok) in [
-            ("bos_token", &cfg.bos_token),
-            ("eos_token", &cfg.eos_token),
-            ("unk_token", &cfg.unk_token),
-            ("pad_token", &cfg.pad_token),
-        ] {
-            if let Some(t) = tok {
-                ctx.insert(name.into(), Value::from(t.as_str()));
-            }
-        }
-        if !cfg.additional_special_tokens.is_empty() {
-            ctx.insert(
-                "additional_special_tokens".into(),
-                to_value(&cfg.additional_special_tokens),
-            );
-        }
-        if let Some(extra) = req.extra {
-            for (k, v) in extra {
-                ctx.insert(k.clone(), to_value(v));
-            }
-        }
-        let tools = req.tools;
-        ctx.insert("messages".into(), Value::from(messages));
-        ctx.insert("tools".into(), tools.map_or(Value::from(()), to_value));
-        ctx.insert("documents".into(), Value::from(()));
-        ctx.insert(
-            "add_generation_prompt".into(),
-            Value::from(req.add_generation_prompt),
+        let extra = req
+            .extra
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), to_value(v)))
+            .collect();
+        let ctx = TemplateContext::new(
+            Value::from(messages),
+            req.tools.map_or(Value::from(()), to_value),
+            req.add_generation_prompt,
+            extra,
+            Arc::clone(&self.inner.template_vars),
         );
-        template.render(Value::from(ctx), tools.is_some())
+        template.render(Value::from_object(ctx), req.tools.is_some())
     }
 
     /// Template, then `encode(prompt, add_special_tokens=false)`, as SGLang

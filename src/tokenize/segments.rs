@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::ops::Range;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::TokenizeError;
@@ -53,10 +54,10 @@ type Hasher = foldhash::fast::RandomState;
 type Generation = HashMap<Box<str>, Box<[u32]>, Hasher>;
 
 pub struct Segmenter {
-    /// Special tokens that split input: (content, id), longest first so prefixes don't shadow.
-    specials: Vec<(String, u32)>,
-    /// First bytes of the special tokens, to skip everything else quickly.
-    first_bytes: [bool; 256],
+    /// Finds the special tokens that split input, the longest where several start at one place.
+    specials: AhoCorasick,
+    /// Each special token's id, by pattern index.
+    special_ids: Vec<u32>,
     /// Also cut between two ASCII digits.
     digit_cuts: bool,
     cache: Mutex<TwoGenerations>,
@@ -133,19 +134,20 @@ impl TwoGenerations {
 
 impl Segmenter {
     /// `specials`: the added tokens that split input with no whitespace stripping.
-    pub fn new(mut specials: Vec<(String, u32)>) -> Segmenter {
+    pub fn new(mut specials: Vec<(String, u32)>) -> Result<Segmenter, TokenizeError> {
         specials.retain(|(s, _)| !s.is_empty());
-        specials.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
-        let mut first_bytes = [false; 256];
-        for (s, _) in &specials {
-            first_bytes[s.as_bytes()[0] as usize] = true;
-        }
-        Segmenter {
-            specials,
-            first_bytes,
+        // One automaton pass finds them all: the prompt's bytes are skipped with a vectorised
+        // search for the tokens' first bytes, not looked at one by one.
+        let finder = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(specials.iter().map(|(s, _)| s))
+            .map_err(|e| TokenizeError::Encode(format!("special tokens: {e}")))?;
+        Ok(Segmenter {
+            specials: finder,
+            special_ids: specials.iter().map(|&(_, id)| id).collect(),
             digit_cuts: false,
             cache: Mutex::new(TwoGenerations::default()),
-        }
+        })
     }
 
     /// The same, also cutting between two digits (for tokenizers that split numbers into digits).
@@ -174,23 +176,13 @@ impl Segmenter {
     /// Ids of `text`: special tokens by their id, the text between them piece by piece.
     pub fn encode(&self, text: &str, encode: Encode<'_>) -> Result<Vec<u32>, TokenizeError> {
         let mut ids = Vec::with_capacity(text.len() / 3);
-        let bytes = text.as_bytes();
-        let (mut from, mut i) = (0, 0);
-        while i < bytes.len() {
-            if self.first_bytes[bytes[i] as usize] {
-                if let Some((s, id)) = self
-                    .specials
-                    .iter()
-                    .find(|(s, _)| bytes[i..].starts_with(s.as_bytes()))
-                {
-                    self.encode_text(&text[from..i], &mut ids, encode)?;
-                    ids.push(*id);
-                    i += s.len();
-                    from = i;
-                    continue;
-                }
-            }
-            i += 1;
+        let mut from = 0;
+        for special in self.specials.find_iter(text) {
+            let id = self.special_ids.get(special.pattern().as_usize()).copied();
+            let id = id.ok_or_else(|| TokenizeError::Encode("unknown special token".into()))?;
+            self.encode_text(&text[from..special.start()], &mut ids, encode)?;
+            ids.push(id);
+            from = special.end();
         }
         self.encode_text(&text[from..], &mut ids, encode)?;
         Ok(ids)

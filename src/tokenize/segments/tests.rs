@@ -14,7 +14,7 @@ fn plain(t: &str) -> Vec<u32> {
 
 #[test]
 fn specials_by_id_and_pieces_from_the_cache() {
-    let seg = Segmenter::new(vec![("<s>".into(), 1000), ("<|x|>".into(), 1001)]);
+    let seg = Segmenter::new(vec![("<s>".into(), 1000), ("<|x|>".into(), 1001)]).unwrap();
     let calls = RefCell::new(Vec::new());
     let enc = |t: &str| {
         calls.borrow_mut().push(t.to_owned());
@@ -43,8 +43,18 @@ fn specials_by_id_and_pieces_from_the_cache() {
 }
 
 #[test]
+fn the_longest_special_token_at_the_leftmost_place_wins() {
+    // As HF's added-vocabulary split: "<|a|>b" over its prefix "<|a|>", and a token starting
+    // inside an earlier match is not looked for.
+    let specials = vec![("<|a|>".into(), 1), ("<|a|>b".into(), 2), ("|>b".into(), 3)];
+    let seg = Segmenter::new(specials).unwrap();
+    let ids = seg.encode("x<|a|>by<|a|>", &bytewise).unwrap();
+    assert_eq!(ids, [u32::from(b'x'), 2, u32::from(b'y'), 1]);
+}
+
+#[test]
 fn long_segments_are_cached_whole_once_they_repeat() {
-    let seg = Segmenter::new(vec![("<s>".into(), 1000)]);
+    let seg = Segmenter::new(vec![("<s>".into(), 1000)]).unwrap();
     let calls = RefCell::new(0);
     let enc = |t: &str| {
         *calls.borrow_mut() += 1;
@@ -70,7 +80,7 @@ fn long_segments_are_cached_whole_once_they_repeat() {
 
 #[test]
 fn long_unique_text_is_encoded_in_runs_and_later_repeats_hit() {
-    let seg = Segmenter::new(vec![]);
+    let seg = Segmenter::new(vec![]).unwrap();
     let calls = RefCell::new(0);
     let enc = |t: &str| {
         *calls.borrow_mut() += 1;
@@ -89,7 +99,7 @@ fn long_unique_text_is_encoded_in_runs_and_later_repeats_hit() {
 
 #[test]
 fn offsets_that_miss_the_cuts_fall_back_to_one_call_per_piece() {
-    let seg = Segmenter::new(vec![]);
+    let seg = Segmenter::new(vec![]).unwrap();
     let calls = RefCell::new(Vec::new());
     // Every token claims to start at 0: the second piece gets none.
     let enc = |t: &str| {
@@ -125,7 +135,7 @@ fn digit_cuts_fall_between_two_digits() {
 
 #[test]
 fn a_piece_cut_off_between_digits_joins_only_its_neighbour() {
-    let seg = Segmenter::new(vec![]).with_digit_cuts();
+    let seg = Segmenter::new(vec![]).unwrap().with_digit_cuts();
     let calls = RefCell::new(Vec::new());
     let enc = |t: &str| {
         calls.borrow_mut().push(t.to_owned());
