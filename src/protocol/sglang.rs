@@ -155,7 +155,7 @@ pub struct LogprobEntry(
 
 /// SGLang's finish reason: always an object, `null` while running.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(tag = "type", rename_all = "lowercase")]
+#[serde(tag = "type", rename_all = "lowercase", from = "WireFinish")]
 pub enum FinishReason {
     Stop {
         #[serde(default)]
@@ -173,6 +173,47 @@ pub enum FinishReason {
         #[serde(default)]
         err_type: Option<String>,
     },
+}
+
+/// A finish reason as read: one struct with every variant's fields, so that it is read in one
+/// pass (an internally tagged enum buffers the object's fields before it can pick the variant,
+/// an allocation per field on every finishing chunk).
+#[derive(Deserialize)]
+struct WireFinish {
+    #[serde(rename = "type")]
+    kind: FinishKind,
+    #[serde(default)]
+    matched: Option<Value>,
+    #[serde(default)]
+    length: Option<u32>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    status_code: Option<u16>,
+    #[serde(default)]
+    err_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum FinishKind {
+    Stop,
+    Length,
+    Abort,
+}
+
+impl From<WireFinish> for FinishReason {
+    fn from(w: WireFinish) -> Self {
+        match w.kind {
+            FinishKind::Stop => FinishReason::Stop { matched: w.matched },
+            FinishKind::Length => FinishReason::Length { length: w.length },
+            FinishKind::Abort => FinishReason::Abort {
+                message: w.message,
+                status_code: w.status_code,
+                err_type: w.err_type,
+            },
+        }
+    }
 }
 
 impl FinishReason {
@@ -254,7 +295,21 @@ mod tests {
         assert_eq!(c.text.map(|t| t.get()), Some(r#"" Paris.""#));
         assert_eq!(c.output_ids.map(|t| t.get()), Some("[12095,13]"));
         assert_eq!(c.meta_info.completion_tokens, 2);
-        assert_eq!(c.meta_info.finish_reason.unwrap().openai(), "stop");
+        assert_eq!(
+            c.meta_info.finish_reason,
+            Some(FinishReason::Stop {
+                matched: Some(128009.into())
+            })
+        );
+        let raw =
+            br#"{"meta_info":{"finish_reason":{"length":16,"type":"length","matched":null}}}"#;
+        let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
+        assert_eq!(
+            c.meta_info.finish_reason,
+            Some(FinishReason::Length { length: Some(16) })
+        );
+        let unknown = br#"{"meta_info":{"finish_reason":{"type":"other"}}}"#;
+        assert!(serde_json::from_slice::<GenerateChunk>(unknown).is_err());
         let raw = br#"{"text":"","output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full.","status_code":503}}}"#;
         let c: GenerateChunk = serde_json::from_slice(raw).unwrap();
         assert!(matches!(

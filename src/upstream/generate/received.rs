@@ -22,6 +22,9 @@
 //!   steps; preferring the delta reading instead would duplicate the whole text on every chunk
 //!   of 0.5.9 `--stream-output`, which is the common case of the two.
 
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// A chunk's `text` or `output_ids` as sent: the whole value, or only what it added to the same
@@ -33,6 +36,32 @@ pub enum Sent<'a> {
     Added(&'a RawValue),
 }
 
+/// Reads a JSON list of ids onto the end of a vector.
+struct AppendIds<'v>(&'v mut Vec<u32>);
+
+impl<'de> DeserializeSeed<'de> for AppendIds<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AppendIds<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of token ids")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(id) = seq.next_element::<u32>()? {
+            self.0.push(id);
+        }
+        Ok(())
+    }
+}
+
 /// The text and ids received so far on one stream.
 #[derive(Debug, Default)]
 pub struct Received {
@@ -42,6 +71,8 @@ pub struct Received {
     text_is_delta: bool,
     /// Every output id so far.
     ids: Vec<u32>,
+    /// The last chunk's ids as parsed (kept for its capacity).
+    parsed: Vec<u32>,
     /// Whether the last chunk's text and ids, as sent, were all of them so far.
     continues: Continues,
 }
@@ -89,26 +120,39 @@ impl Received {
         match sent {
             Sent::Added(raw) => {
                 // The list repeats the ids so far byte for byte: these are the ones after them.
-                let new: Vec<u32> = serde_json::from_str(raw.get())?;
-                let whole = self.is_whole_list(self.ids.len() + new.len(), count, || true);
+                self.parse_ids(raw, count.saturating_sub(self.ids.len()))?;
+                let whole = self.is_whole_list(self.ids.len() + self.parsed.len(), count, || true);
                 if !whole {
                     // The counts say delta: the repeated ids are new ones too.
                     self.ids.extend_from_within(..);
                 }
-                self.ids.extend_from_slice(&new);
+                self.ids.extend_from_slice(&self.parsed);
                 Ok(whole)
             }
             Sent::Whole(raw) => {
-                let ids: Vec<u32> = serde_json::from_str(raw.get())?;
-                let whole = self.is_whole_list(ids.len(), count, || ids.starts_with(&self.ids));
+                self.parse_ids(raw, count)?;
+                let parsed = &self.parsed;
+                let whole =
+                    self.is_whole_list(parsed.len(), count, || parsed.starts_with(&self.ids));
                 if whole {
-                    self.ids = ids;
+                    std::mem::swap(&mut self.ids, &mut self.parsed);
                 } else {
-                    self.ids.extend_from_slice(&ids);
+                    self.ids.extend_from_slice(&self.parsed);
                 }
                 Ok(whole)
             }
         }
+    }
+
+    /// Parses an id list into `parsed`, room made at once for the `expected` ids (as far as
+    /// the list's length allows: a list is parsed as a `Vec` from no size, growing as it goes).
+    fn parse_ids(&mut self, raw: &RawValue, expected: usize) -> Result<(), serde_json::Error> {
+        self.parsed.clear();
+        // Each id takes two bytes at least ("1,"): a bound a worker's count cannot exceed.
+        self.parsed.reserve(expected.min(raw.get().len() / 2));
+        let mut de = serde_json::Deserializer::from_str(raw.get());
+        AppendIds(&mut self.parsed).deserialize(&mut de)?;
+        de.end()
     }
 
     /// Whether a list of `n` ids is all the ids so far (cumulative) rather than the new ones;
