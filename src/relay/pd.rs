@@ -45,7 +45,7 @@ pub struct Prefilled {
 pub async fn paired<T>(
     relay: &Relay,
     prefill: &PrefillTarget,
-    path: &str,
+    path: &'static str,
     body: Bytes,
     decode: impl Future<Output = Result<T, UpstreamError>>,
 ) -> Result<(T, Option<Prefilled>), UpstreamError> {
@@ -88,7 +88,7 @@ pub async fn paired<T>(
 async fn send_prefill(
     relay: &Relay,
     worker: &Worker,
-    path: &str,
+    path: &'static str,
     body: Bytes,
 ) -> Result<Prefilled, UpstreamError> {
     let url = worker.url();

@@ -57,7 +57,7 @@ impl Client {
     pub async fn post_json(
         &self,
         worker: &Origin,
-        path: &str,
+        path: &'static str,
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
         let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
@@ -90,7 +90,7 @@ impl Client {
     pub async fn get(
         &self,
         worker: &Origin,
-        path: &str,
+        path: &'static str,
         timeout: Duration,
     ) -> Result<(StatusCode, Bytes), UpstreamError> {
         let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;

@@ -3,14 +3,15 @@
 //! (SMG's convention) names a worker that speaks SGLang's gRPC service instead of HTTP;
 //! `grpcs://host:port` the same over TLS.
 
+use axum::http::uri::{Authority, PathAndQuery, Scheme};
 use axum::http::Uri;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// Base URL without a trailing slash.
     pub url: String,
-    /// Parsed once so building a request URI is a concatenation.
-    authority: String,
+    /// Parsed once: a request URI shares it (a reference count, not a parse and a copy).
+    authority: Authority,
     https: bool,
     grpc: bool,
 }
@@ -34,7 +35,7 @@ impl Origin {
             }
         };
         let authority = match uri.authority() {
-            Some(a) if !a.host().is_empty() => a.to_string(),
+            Some(a) if !a.host().is_empty() => a.clone(),
             _ => return Err(format!("worker URL `{url}` has no host")),
         };
         if uri
@@ -63,7 +64,7 @@ impl Origin {
 
     /// `host:port`.
     pub fn authority(&self) -> &str {
-        &self.authority
+        self.authority.as_str()
     }
 
     /// The host part of the address (what a decode worker is told to find a prefill worker at).
@@ -75,11 +76,15 @@ impl Origin {
         }
     }
 
-    pub fn uri(&self, path: &str) -> Result<Uri, axum::http::Error> {
+    pub fn uri(&self, path: &'static str) -> Result<Uri, axum::http::Error> {
         Uri::builder()
-            .scheme(if self.https { "https" } else { "http" })
-            .authority(self.authority.as_str())
-            .path_and_query(path)
+            .scheme(if self.https {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            })
+            .authority(self.authority.clone())
+            .path_and_query(PathAndQuery::from_static(path))
             .build()
     }
 }
