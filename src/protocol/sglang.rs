@@ -175,22 +175,17 @@ pub enum FinishReason {
     },
 }
 
-/// A finish reason as read: one struct with every variant's fields, so that it is read in one
-/// pass (an internally tagged enum buffers the object's fields before it can pick the variant,
-/// an allocation per field on every finishing chunk).
+/// A finish reason as read: one struct with every variant's fields (a missing one is `None`),
+/// so that it is read in one pass (an internally tagged enum buffers the object's fields before
+/// it can pick the variant, an allocation per field on every finishing chunk).
 #[derive(Deserialize)]
 struct WireFinish {
     #[serde(rename = "type")]
     kind: FinishKind,
-    #[serde(default)]
     matched: Option<Value>,
-    #[serde(default)]
     length: Option<u32>,
-    #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
     status_code: Option<u16>,
-    #[serde(default)]
     err_type: Option<String>,
 }
 
