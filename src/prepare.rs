@@ -119,7 +119,7 @@ pub fn chat(model: &Model, req: &ChatCompletionRequest) -> Result<Prepared, Gate
             NativeTools::None | NativeTools::Hidden => None,
         },
         add_generation_prompt: true,
-        extra: Some(&kwargs),
+        extra: Some(&*kwargs),
     };
     let prompt_ids = model.tokenizer.render_and_encode(&input)?;
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);

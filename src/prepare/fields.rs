@@ -2,7 +2,9 @@
 //! worker's own OpenAI route): checked and mapped as SGLang's own server maps them, or refused
 //! by name when they ask for what no SGLang worker does.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
@@ -84,20 +86,31 @@ pub fn check_openai_ranges(
 /// The chat template's extra variables, as SGLang's `serving_chat` passes them: the
 /// request's `chat_template_kwargs`, and `reasoning_effort` always (SGLang's default is
 /// `"medium"`; one in `chat_template_kwargs` wins).
-pub fn template_kwargs(req: &ChatCompletionRequest) -> Result<Map<String, Value>, GatewayError> {
+pub fn template_kwargs(
+    req: &ChatCompletionRequest,
+) -> Result<Cow<'static, Map<String, Value>>, GatewayError> {
+    const EFFORTS: [&str; 3] = ["low", "medium", "high"];
     let effort = req.reasoning_effort.as_deref().unwrap_or("medium");
-    if !["low", "medium", "high"].contains(&effort) {
+    let Some(level) = EFFORTS.iter().position(|e| *e == effort) else {
         return Err(invalid(
             "reasoning_effort",
             format!("reasoning_effort must be one of low, medium, high, got {effort:?}"),
         )
         .into());
-    }
-    let mut kwargs = req.chat_template_kwargs.clone().unwrap_or_default();
+    };
+    let Some(given) = &req.chat_template_kwargs else {
+        // Most requests: the effort alone, made once (not a map allocated per request).
+        static ALONE: OnceLock<[Map<String, Value>; 3]> = OnceLock::new();
+        let alone = ALONE.get_or_init(|| {
+            EFFORTS.map(|e| Map::from_iter([("reasoning_effort".to_owned(), Value::from(e))]))
+        });
+        return Ok(Cow::Borrowed(&alone[level]));
+    };
+    let mut kwargs = given.clone();
     kwargs
         .entry("reasoning_effort")
         .or_insert_with(|| Value::from(effort));
-    Ok(kwargs)
+    Ok(Cow::Owned(kwargs))
 }
 
 /// Chat fields that ask for an output no SGLang worker makes (audio, web search) are refused;

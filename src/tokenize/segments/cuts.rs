@@ -11,12 +11,24 @@ pub(super) fn pieces(text: &str, digits: bool) -> impl Iterator<Item = Range<usi
     let mut i = 1;
     std::iter::from_fn(move || {
         while i + 1 < bytes.len() {
-            let at = i;
-            i += 1;
+            // Only a space (or a digit, with digit cuts) can be a cut: skip to the next one in
+            // a tight search, not byte by byte through the checks below.
+            let rest = &bytes[i..bytes.len() - 1];
+            let next = if digits {
+                rest.iter().position(|&b| b == b' ' || b.is_ascii_digit())
+            } else {
+                memchr::memchr(b' ', rest)
+            };
+            let Some(skip) = next else {
+                i = bytes.len();
+                break;
+            };
+            let at = i + skip;
+            i = at + 1;
             let cut = if bytes[at] == b' ' {
                 safe_cut(text, at)
             } else {
-                digits && bytes[at].is_ascii_digit() && bytes[at - 1].is_ascii_digit()
+                bytes[at - 1].is_ascii_digit()
             };
             if cut {
                 let piece = start..at;
