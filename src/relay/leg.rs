@@ -82,13 +82,15 @@ pub(super) async fn open_leg(
             };
             let decode = async {
                 let started = Instant::now();
-                let mut up = tokens::start(
+                // Boxed: the connect holds hyper's request future, which inline made the leg's
+                // future (moved several times per request) kilobytes larger.
+                let mut up = Box::pin(tokens::start(
                     &relay.client,
                     &dest.worker.origin,
                     Arc::clone(&relay.tokenizer),
                     &request,
                     decoder.cloned(),
-                )
+                ))
                 .instrument(crate::traces::stage("upstream_connect"))
                 .await?;
                 relay

@@ -126,7 +126,8 @@ where
         };
         let prefill_worker = dest.prefill.as_ref().map(|p| Arc::clone(&p.worker));
         // Boxed: with PD pairs and both wires the attempt future is large for a task's stack.
-        let attempt = Box::pin(attempt(dest).instrument(crate::traces::upstream(worker.url())));
+        // Boxed before it is wrapped in its span, so that only the pointer moves into the span.
+        let attempt = Box::pin(attempt(dest)).instrument(crate::traces::upstream(worker.url()));
         match ex.wait(attempt).await {
             Ok(value) => {
                 // The prefill worker's part is over once the decode has its first token.
