@@ -73,7 +73,7 @@ struct Inner {
     adds_nothing: bool,
     /// See [`Tokenizer::max_bytes_per_token`].
     max_bytes_per_token: Option<usize>,
-    /// With added tokens: counted once, the count looks each added token up.
+    /// Counted once: `tokenizers` looks every added token up to count them.
     vocab_size: usize,
     /// The special tokens as chat template variables.
     template_vars: Arc<chat_input::SpecialTokenVars>,

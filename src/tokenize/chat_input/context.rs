@@ -11,7 +11,7 @@ use crate::tokenize::config::TokenizerConfig;
 
 /// The tokenizer's special tokens as template variables (HF passes its special tokens map):
 /// made once per tokenizer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SpecialTokenVars(Vec<(&'static str, Value)>);
 
 impl SpecialTokenVars {

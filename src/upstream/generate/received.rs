@@ -144,8 +144,8 @@ impl Received {
         }
     }
 
-    /// Parses an id list into `parsed`, room made at once for the `expected` ids (as far as
-    /// the list's length allows: a list is parsed as a `Vec` from no size, growing as it goes).
+    /// Parses an id list into `parsed`, with room for the `expected` ids made at once (capped
+    /// by how many the list's bytes can hold) instead of growing from nothing as it is read.
     fn parse_ids(&mut self, raw: &RawValue, expected: usize) -> Result<(), serde_json::Error> {
         self.parsed.clear();
         // Each id takes two bytes at least ("1,"): a bound a worker's count cannot exceed.
