@@ -215,138 +215,142 @@ impl Segmenter {
         Ok(())
     }
 
-    /// Cached pieces as they are; the missing ones concatenated in order and encoded in as few
-    /// calls as possible. Where two missing pieces meet there is again a single space between
-    /// two non-space characters (a piece ends with one, the next starts with " x"), so the
-    /// concatenation encodes to the pieces' ids one after the other. A piece that starts with a
-    /// digit is only joined to the piece before it in the text (see `runs`).
+    /// Cached pieces are copied straight into `ids` (most prompts' pieces all are); a missing
+    /// one is noted with the place its ids belong and filled in afterwards.
     fn encode_pieces(
         &self,
         text: &str,
         ids: &mut Vec<u32>,
         encode: Encode<'_>,
     ) -> Result<(), TokenizeError> {
-        // Each piece: its range and where its ids are; a piece missing twice is encoded once.
-        // Cached ids are copied into `hits` under the lock (no per-piece allocation).
-        let mut found: Vec<(Range<usize>, Slot)> = Vec::with_capacity(text.len() / 4);
-        let mut hits: Vec<u32> = Vec::with_capacity(text.len() / 3);
-        let mut missing: Vec<usize> = Vec::new();
+        let base = ids.len();
+        let mut missing: Vec<Miss> = Vec::new();
         {
-            let mut first_miss: HashMap<&str, usize, Hasher> = HashMap::default();
             let mut cache = self.lock();
-            for (n, p) in pieces(text, self.digit_cuts).enumerate() {
+            for (n, range) in pieces(text, self.digit_cuts).enumerate() {
                 if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
                     MutexGuard::bump(&mut cache);
                 }
-                let piece = &text[p.clone()];
-                let from = hits.len();
-                let slot = if cache.copy_into(piece, &mut hits) {
-                    Slot::Hit(from..hits.len())
-                } else {
-                    match first_miss.get(piece) {
-                        Some(&k) => Slot::SameAs(k),
-                        None => {
-                            first_miss.insert(piece, found.len());
-                            missing.push(found.len());
-                            Slot::Missing
-                        }
-                    }
-                };
-                found.push((p, slot));
+                if !cache.copy_into(&text[range.clone()], ids) {
+                    let at = ids.len() - base;
+                    missing.push(Miss {
+                        range,
+                        piece: n,
+                        at,
+                    });
+                }
             }
         }
-        for run in runs(text, &found, &missing) {
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.fill_missing(text, ids, base, &missing, encode)
+    }
+
+    /// Encodes the missing pieces (one concatenation per run: where two missing pieces meet
+    /// there is again a single space between two non-space characters, so the concatenation
+    /// encodes to the pieces' ids one after the other; a piece missing twice is encoded once),
+    /// puts their ids in place among the cached ones after `base`, and caches them.
+    fn fill_missing(
+        &self,
+        text: &str,
+        ids: &mut Vec<u32>,
+        base: usize,
+        missing: &[Miss],
+        encode: Encode<'_>,
+    ) -> Result<(), TokenizeError> {
+        // `unique`: the first occurrence (index into `missing`) of each distinct missing text;
+        // `which[k]`: the distinct text `missing[k]` is.
+        let mut first: HashMap<&str, usize, Hasher> = HashMap::default();
+        let mut unique: Vec<usize> = Vec::new();
+        let mut which: Vec<usize> = Vec::with_capacity(missing.len());
+        for (k, miss) in missing.iter().enumerate() {
+            let next = unique.len();
+            let u = *first.entry(&text[miss.range.clone()]).or_insert(next);
+            if u == next {
+                unique.push(k);
+            }
+            which.push(u);
+        }
+        // `encoded[u]`: the ids of `unique[u]` (runs are consecutive slices of `unique`).
+        let mut encoded: Vec<Box<[u32]>> = Vec::with_capacity(unique.len());
+        for run in runs(text, missing, &unique) {
             let mut joined = String::new();
             let mut starts = Vec::with_capacity(run.len());
             for &k in run {
                 starts.push(joined.len());
-                joined.push_str(&text[found[k].0.clone()]);
+                joined.push_str(&text[missing[k].range.clone()]);
             }
-            let encoded = encode(&joined)?;
-            match split_by_offsets(&encoded, &starts, joined.len()) {
-                Some(split) => {
-                    for (&k, piece_ids) in run.iter().zip(split) {
-                        found[k].1 = Slot::New(piece_ids.into());
-                    }
-                }
+            match split_by_offsets(&encode(&joined)?, &starts, joined.len()) {
+                Some(split) => encoded.extend(split.into_iter().map(Vec::into_boxed_slice)),
                 // The offsets did not line up with the cuts: encode these pieces one by one.
                 None => {
                     for &k in run {
-                        let one = encode(&text[found[k].0.clone()])?;
-                        found[k].1 = Slot::New(one.iter().map(|&(id, _)| id).collect());
+                        let one = encode(&text[missing[k].range.clone()])?;
+                        encoded.push(one.iter().map(|&(id, _)| id).collect());
                     }
                 }
             }
         }
-        for (_, slot) in &found {
-            let slot = match slot {
-                Slot::SameAs(k) => found.get(*k).map_or(slot, |(_, first)| first),
-                _ => slot,
-            };
-            match slot {
-                Slot::Hit(range) => ids.extend_from_slice(&hits[range.clone()]),
-                Slot::New(piece_ids) => ids.extend_from_slice(piece_ids),
-                Slot::Missing | Slot::SameAs(_) => {
-                    return Err(TokenizeError::Encode(
-                        "a prompt piece was left unencoded".into(),
-                    ))
-                }
-            }
+        // The cached ids after `base` move apart to make room, in one pass.
+        let hits = ids.split_off(base);
+        let mut from = 0;
+        for (miss, &u) in missing.iter().zip(&which) {
+            let new = encoded
+                .get(u)
+                .ok_or_else(|| TokenizeError::Encode("a prompt piece was left unencoded".into()))?;
+            ids.extend_from_slice(&hits[from..miss.at]);
+            ids.extend_from_slice(new);
+            from = miss.at;
         }
-        if !missing.is_empty() {
-            let mut evicted = Vec::new();
-            let mut cache = self.lock();
-            for (n, k) in missing.into_iter().enumerate() {
-                if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
-                    MutexGuard::bump(&mut cache);
-                }
-                let Some((range, slot)) = found.get_mut(k) else {
-                    continue;
-                };
-                if let Slot::New(piece_ids) = std::mem::replace(slot, Slot::Missing) {
-                    evicted.extend(cache.insert(text[range.clone()].into(), piece_ids));
-                }
+        ids.extend_from_slice(&hits[from..]);
+        let mut evicted = Vec::new();
+        let mut cache = self.lock();
+        for (n, (&k, piece_ids)) in unique.iter().zip(encoded).enumerate() {
+            if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
+                MutexGuard::bump(&mut cache);
             }
-            drop(cache);
-            drop(evicted);
+            evicted.extend(cache.insert(text[missing[k].range.clone()].into(), piece_ids));
         }
+        drop(cache);
+        drop(evicted);
         Ok(())
     }
 }
 
-/// A piece's ids during `encode_pieces`.
-enum Slot {
-    /// Cached: these ids in `hits`.
-    Hit(Range<usize>),
-    /// Encoded now.
-    New(Box<[u32]>),
-    /// Not cached: to be encoded.
-    Missing,
-    /// The same text as an earlier missing piece (its index).
-    SameAs(usize),
+/// A piece the cache lacked.
+struct Miss {
+    /// Where it is in the text.
+    range: Range<usize>,
+    /// Which piece of the text it is (0, 1, …).
+    piece: usize,
+    /// How many cached ids come before it (counted from where this text's ids start).
+    at: usize,
 }
 
-/// The missing pieces (indices into `found`) in groups of about `RUN_BYTES` of text. A piece
-/// cut off between two digits starts a new group unless it follows its neighbour in the text:
-/// only a digit is known to be safe before it.
-fn runs<'m>(text: &str, found: &[(Range<usize>, Slot)], missing: &'m [usize]) -> Vec<&'m [usize]> {
+/// The distinct missing pieces (`unique`, indices into `missing`) in groups of about
+/// `RUN_BYTES` of text. A piece cut off between two digits starts a new group unless it follows
+/// its neighbour in the text: only a digit is known to be safe before it.
+fn runs<'u>(text: &str, missing: &[Miss], unique: &'u [usize]) -> Vec<&'u [usize]> {
     let starts_with_digit = |k: usize| {
-        found
+        missing
             .get(k)
-            .and_then(|(range, _)| text.as_bytes().get(range.start))
+            .and_then(|miss| text.as_bytes().get(miss.range.start))
             .is_some_and(u8::is_ascii_digit)
     };
+    let piece = |k: usize| missing.get(k).map(|miss| miss.piece);
     let mut out = Vec::new();
-    let mut rest = missing;
+    let mut rest = unique;
     while !rest.is_empty() {
         let mut bytes = 0;
         let mut previous: Option<usize> = None;
         let n = rest
             .iter()
             .take_while(|&&k| {
-                let joins = previous.is_none_or(|p| p + 1 == k || !starts_with_digit(k));
+                let neighbours = |p: usize| piece(p).zip(piece(k)).is_some_and(|(a, b)| a + 1 == b);
+                let joins = previous.is_none_or(|p| neighbours(p) || !starts_with_digit(k));
                 let fits = bytes < RUN_BYTES && joins;
-                bytes += found.get(k).map_or(0, |(range, _)| range.len());
+                bytes += missing.get(k).map_or(0, |miss| miss.range.len());
                 previous = Some(k);
                 fits
             })

@@ -53,6 +53,28 @@ fn the_longest_special_token_at_the_leftmost_place_wins() {
 }
 
 #[test]
+fn missing_pieces_land_between_the_cached_ones_in_text_order() {
+    let seg = Segmenter::new(vec![]).unwrap();
+    seg.encode("a b c", &bytewise).unwrap();
+    let calls = RefCell::new(Vec::new());
+    let enc = |t: &str| {
+        calls.borrow_mut().push(t.to_owned());
+        bytewise(t)
+    };
+    // Cached, missing, cached, a missing one again, missing, cached, missing at the end.
+    let text = "a x1 b x1 y22 c z333";
+    assert_eq!(seg.encode(text, &enc).unwrap(), plain(text));
+    assert_eq!(*calls.borrow(), [" x1 y22 z333"], "one run, \" x1\" once");
+    calls.borrow_mut().clear();
+    assert_eq!(seg.encode(text, &enc).unwrap(), plain(text));
+    assert!(
+        calls.borrow().is_empty(),
+        "all cached now: {:?}",
+        calls.borrow()
+    );
+}
+
+#[test]
 fn long_segments_are_cached_whole_once_they_repeat() {
     let seg = Segmenter::new(vec![("<s>".into(), 1000)]).unwrap();
     let calls = RefCell::new(0);
