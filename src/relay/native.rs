@@ -109,32 +109,36 @@ pub fn stream(generation: Box<Generation>, rid: String, start: Instant) -> Respo
         text: String::new(),
         finish: None,
     };
-    let body = futures_util::stream::unfold(Some((generation, answer)), |state| async move {
-        let (mut generation, mut answer) = state?;
-        let mut out = Vec::with_capacity(512);
-        let end = |out: Vec<u8>| Some((Bytes::from(out), None));
-        match generation.next().await {
-            Ok(Some(delta)) => {
-                answer.text.push_str(&delta.text);
-                let finished = delta.finish.is_some();
-                answer.finish = delta.finish;
-                answer.write(&generation, &mut out, true);
-                if finished {
-                    out.extend_from_slice(sse::DONE);
-                    return end(out);
+    let body = async_stream::stream! {
+        let (mut generation, mut answer) = (generation, answer);
+        loop {
+            let mut out = Vec::with_capacity(512);
+            match generation.next().await {
+                Ok(Some(delta)) => {
+                    answer.text.push_str(&delta.text);
+                    let finished = delta.finish.is_some();
+                    answer.finish = delta.finish;
+                    answer.write(&generation, &mut out, true);
+                    if finished {
+                        out.extend_from_slice(sse::DONE);
+                        yield Bytes::from(out);
+                        break;
+                    }
+                    yield Bytes::from(out);
                 }
-                Some((Bytes::from(out), Some((generation, answer))))
-            }
-            Ok(None) => {
-                out.extend_from_slice(sse::DONE);
-                end(out)
-            }
-            Err(e) => {
-                super::format::error_event(&mut out, &GatewayError::Upstream(e));
-                end(out)
+                Ok(None) => {
+                    out.extend_from_slice(sse::DONE);
+                    yield Bytes::from(out);
+                    break;
+                }
+                Err(e) => {
+                    super::format::error_event(&mut out, &GatewayError::Upstream(e));
+                    yield Bytes::from(out);
+                    break;
+                }
             }
         }
-    });
+    };
     let (body, slot) = pump::spawn(body, deadlines, shutdown);
     let mut resp = super::stream::sse_headers(body);
     resp.extensions_mut().insert(slot);

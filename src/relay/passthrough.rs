@@ -142,10 +142,12 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         parser: SseParser::new(MAX_EVENT_BYTES),
         observer: Observer::default(),
     };
-    let stream = futures_util::stream::unfold(relayed, |mut r| async move {
-        let chunk = r.next().await?;
-        Some((chunk, r))
-    });
+    let stream = async_stream::stream! {
+        let mut relayed = relayed;
+        while let Some(chunk) = relayed.next().await {
+            yield chunk;
+        }
+    };
     // Driven by its own task, so the deadlines fire whether or not the client reads.
     let (body, slot) = super::pump::spawn(stream, deadlines, shutdown);
     let mut resp = (status, body).into_response();

@@ -44,7 +44,7 @@ pub fn spawn<S>(
 where
     S: Stream<Item = Bytes> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(BUFFERED_CHUNKS);
+    let (tx, mut rx) = mpsc::channel(BUFFERED_CHUNKS);
     let slot = SlotRelease::default();
     let release = slot.clone();
     // In the request's span: its logs name the request, and its exported span ends with the stream.
@@ -56,9 +56,9 @@ where
         release.release();
     };
     tokio::spawn(task.instrument(tracing::Span::current()));
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        let chunk = rx.recv().await?;
-        Some((Ok::<Bytes, Infallible>(chunk), rx))
+    let body = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|chunk| chunk.map(Ok::<Bytes, Infallible>))
     });
     (Body::from_stream(body), slot)
 }

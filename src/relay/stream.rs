@@ -45,10 +45,9 @@ pub fn respond<G: Grammar>(
         started: false,
         reader: Reader::new(reasoning, tools),
     };
-    let body = futures_util::stream::unfold(Some(state), |state| async move {
-        let mut st = state?;
+    let body = async_stream::stream! {
+        let mut st = state;
         let mut out = Vec::with_capacity(512);
-        let end = |out: Vec<u8>| Some((Bytes::from(out), None));
         loop {
             let next = st.generation.next().await;
             if !st.started {
@@ -63,25 +62,28 @@ pub fn respond<G: Grammar>(
                         let usage = st.generation.usage();
                         st.grammar
                             .finish(&mut out, &Ending::new(reason, called), &usage);
-                        return end(out);
+                        yield Bytes::from(out);
+                        break;
                     }
                     if !out.is_empty() {
-                        return Some((Bytes::from(out), Some(st)));
+                        yield Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(512)));
                     }
                 }
                 Ok(None) => {
                     st.reader.write(&mut st.grammar, &mut out, "", true);
                     let usage = st.generation.usage();
                     st.grammar.cut(&mut out, &usage);
-                    return end(out);
+                    yield Bytes::from(out);
+                    break;
                 }
                 Err(e) => {
                     st.grammar.error(&mut out, &GatewayError::Upstream(e));
-                    return end(out);
+                    yield Bytes::from(out);
+                    break;
                 }
             }
         }
-    });
+    };
     let (body, slot) = pump::spawn(body, deadlines, shutdown);
     let mut resp = sse_headers(body);
     resp.extensions_mut().insert(slot);

@@ -54,8 +54,8 @@ pub fn stream(
         outs,
         started: false,
     };
-    let body = futures_util::stream::unfold(Some(state), |state| async move {
-        let mut st = state?;
+    let body = async_stream::stream! {
+        let mut st = state;
         let mut out = Vec::with_capacity(512);
         loop {
             let step = st.choices.next().await;
@@ -67,7 +67,8 @@ pub fn stream(
             }
             let Some((index, step)) = step else {
                 st.close(&mut out);
-                return Some((Bytes::from(out), None));
+                yield Bytes::from(out);
+                break;
             };
             let Some(o) = st.outs.get_mut(index) else {
                 continue;
@@ -85,14 +86,15 @@ pub fn stream(
                 }
                 Err(e) => {
                     format::error_event(&mut out, &GatewayError::Upstream(e));
-                    return Some((Bytes::from(out), None));
+                    yield Bytes::from(out);
+                    break;
                 }
             }
             if !out.is_empty() {
-                return Some((Bytes::from(out), Some(st)));
+                yield Bytes::from(std::mem::replace(&mut out, Vec::with_capacity(512)));
             }
         }
-    });
+    };
     let (body, slot) = pump::spawn(body, deadlines, shutdown);
     let mut resp = sse_headers(body);
     resp.extensions_mut().insert(slot);
