@@ -185,7 +185,12 @@ impl Generation {
             }
             let got = match self.pending.take() {
                 Some(d) => Ok(Some(d)),
-                None => self.exchange.wait(self.upstream.next()).await,
+                // Pinned here, so `wait` holds a pointer: passed by value the worker's read
+                // was copied into `wait`'s future and again inside it, on every token.
+                None => {
+                    let next = std::pin::pin!(self.upstream.next_delta());
+                    self.exchange.wait(next).await
+                }
             };
             match got {
                 Ok(Some(delta)) => return Ok(Some(self.accept(delta))),

@@ -96,7 +96,7 @@ pub(super) async fn open_leg(
                 relay
                     .metrics
                     .stage(Stage::UpstreamHeaders, started.elapsed().as_secs_f64());
-                match up.next().await? {
+                match up.next_delta().await? {
                     Some(delta) => Ok((up, delta)),
                     None => Err(UpstreamError::Protocol {
                         url: dest.worker.url().to_owned(),

@@ -118,13 +118,15 @@ impl GenerateStream {
                     };
                 }
                 Ok(Some(ev)) => {
-                    if let Some(delta) = self.decode(&ev.data)? {
-                        if self.finished && !self.stopped_here {
-                            self.drain().await;
-                        }
-                        return Ok(Some(delta));
+                    // Nothing but the delta is held across the drain, and the drain is boxed:
+                    // the size of this future is copied on every token, the drain happens once.
+                    let decoded = self.decode(&ev.data);
+                    drop(ev);
+                    let Some(delta) = decoded? else { continue };
+                    if self.finished && !self.stopped_here {
+                        Box::pin(self.drain()).await;
                     }
-                    continue;
+                    return Ok(Some(delta));
                 }
                 Ok(None) => {}
                 Err(e) => return Err(self.protocol(e.to_string())),

@@ -2,7 +2,10 @@
 //! HTTP, or `Generate` over gRPC. Both give the same text deltas, keep the output ids (for a
 //! migration) and the decoder state, so the relay above has one loop for both.
 
+use std::future::Future;
 use std::sync::Arc;
+
+use futures_util::future::Either;
 
 use super::generate::{self, Delta, GenerateStream};
 use super::grpc::generate::{self as grpc_generate, GrpcStream};
@@ -34,10 +37,13 @@ pub async fn start(
 
 impl TokenStream {
     /// The next delta that carries anything; `None` after the finishing one.
-    pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
+    pub fn next_delta(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<Delta>, UpstreamError>> + '_ {
+        // The protocol's own future as it is, not moved into one more of ours per token.
         match self {
-            TokenStream::Http(s) => s.next().await,
-            TokenStream::Grpc(s) => s.next().await,
+            TokenStream::Http(s) => Either::Left(s.next()),
+            TokenStream::Grpc(s) => Either::Right(s.next()),
         }
     }
 
