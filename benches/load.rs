@@ -177,7 +177,7 @@ fn run_phase(
 ) -> Phase {
     let hz = procs::clock_ticks();
     let me = std::process::id();
-    let rec = Rc::new(client::Recorder::default());
+    let rec = Rc::new(client::Recorder::new());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
