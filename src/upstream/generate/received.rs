@@ -22,9 +22,7 @@
 //!   steps; preferring the delta reading instead would duplicate the whole text on every chunk
 //!   of 0.5.9 `--stream-output`, which is the common case of the two.
 
-use std::fmt;
-
-use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// A chunk's `text` or `output_ids` as sent: the whole value, or only what it added to the same
@@ -34,32 +32,6 @@ use serde_json::value::RawValue;
 pub enum Sent<'a> {
     Whole(&'a RawValue),
     Added(&'a RawValue),
-}
-
-/// Reads a JSON list of ids onto the end of a vector.
-struct AppendIds<'v>(&'v mut Vec<u32>);
-
-impl<'de> DeserializeSeed<'de> for AppendIds<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for AppendIds<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of token ids")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(id) = seq.next_element::<u32>()? {
-            self.0.push(id);
-        }
-        Ok(())
-    }
 }
 
 /// The text and ids received so far on one stream.
@@ -151,7 +123,8 @@ impl Received {
         // Each id takes two bytes at least ("1,"): a bound a worker's count cannot exceed.
         self.parsed.reserve(expected.min(raw.get().len() / 2));
         let mut de = serde_json::Deserializer::from_str(raw.get());
-        AppendIds(&mut self.parsed).deserialize(&mut de)?;
+        // In place: serde's own `Vec` reading, into the room made above.
+        Vec::deserialize_in_place(&mut de, &mut self.parsed)?;
         de.end()
     }
 
