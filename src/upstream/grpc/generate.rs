@@ -97,20 +97,20 @@ impl GrpcStream {
             let Some(stream) = self.stream.as_mut() else {
                 return Err(self.broken("stream already handed over"));
             };
-            let message = match stream.message().await {
-                Ok(Some(m)) => m,
+            // The message is gone before the end-of-stream read, which is boxed: only the delta
+            // is held across it, and this future's size is copied on every token.
+            let (delta, complete) = match stream.message().await {
+                Ok(Some(m)) => match m.response {
+                    Some(pb::generate_response::Response::Chunk(c)) => (self.chunk(c)?, false),
+                    Some(pb::generate_response::Response::Complete(c)) => (self.complete(c)?, true),
+                    None => (None, false),
+                },
                 Ok(None) => return Err(self.broken("stream ended before the generation finished")),
                 Err(s) => return Err(status_error(&self.worker, s, Phase::Stream)),
             };
-            let delta = match message.response {
-                Some(pb::generate_response::Response::Chunk(c)) => self.chunk(c)?,
-                Some(pb::generate_response::Response::Complete(c)) => {
-                    let delta = self.complete(c)?;
-                    self.read_end().await;
-                    delta
-                }
-                None => None,
-            };
+            if complete {
+                Box::pin(self.read_end()).await;
+            }
             if let Some(delta) = delta {
                 return Ok(Some(delta));
             }
