@@ -87,7 +87,8 @@ impl Splice {
             }
             let open = from_now + (span.open - from_last);
             self.out.extend_from_slice(&event[from_now..=open]);
-            let added = added(event, now.end, event[open])?;
+            let was_empty = self.last[span.open + 1..span.close].trim_ascii().is_empty();
+            let added = added(event, now.end, event[open], was_empty)?;
             self.out.extend_from_slice(&event[added.clone()]);
             self.out_spans.push(Span {
                 open,
@@ -117,8 +118,9 @@ fn closing(open: u8) -> u8 {
 
 /// The bytes a value adds after its last contents ended at `at`, up to (not including) its
 /// closing byte: a string's up to its closing quote, an array's after the comma that must follow
-/// its last element (`[1,2` does not continue into `[1,23]`).
-fn added(event: &[u8], at: usize, open: u8) -> Option<Range<usize>> {
+/// its last element (`[1,2` does not continue into `[1,23]`), or from `at` on when the array
+/// was empty (`[` continues into `[7]`).
+fn added(event: &[u8], at: usize, open: u8, was_empty: bool) -> Option<Range<usize>> {
     let rest = event.get(at..)?;
     if open == b'"' {
         return string_end(rest).map(|end| at..at + end);
@@ -127,6 +129,7 @@ fn added(event: &[u8], at: usize, open: u8) -> Option<Range<usize>> {
     let start = match rest.get(skipped)? {
         b',' => at + skipped + 1,
         b']' => at + skipped,
+        _ if was_empty => at,
         _ => return None,
     };
     let end = memchr::memchr(b']', &event[start..])?;

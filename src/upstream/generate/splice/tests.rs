@@ -45,6 +45,22 @@ fn both_values_are_cut_to_what_they_add() {
 }
 
 #[test]
+fn an_empty_list_is_cut_to_its_first_elements() {
+    let last = r#"{"text":"a","output_ids":[],"meta_info":{}}"#;
+    let now = r#"{"text":"ab","output_ids":[7,8],"meta_info":{}}"#;
+    assert_eq!(
+        cut(last, now).as_deref(),
+        Some(r#"{"text":"b","output_ids":[7,8],"meta_info":{}}"#)
+    );
+    let python = r#"{"text": "a", "output_ids": [7], "meta_info": {}}"#;
+    let after = r#"{"text": "a", "output_ids": [], "meta_info": {}}"#;
+    assert_eq!(
+        cut(after, python).as_deref(),
+        Some(r#"{"text": "", "output_ids": [7], "meta_info": {}}"#)
+    );
+}
+
+#[test]
 fn python_spacing_and_escapes_are_cut_on_their_boundaries() {
     let last = r#"{"text": "a\\", "output_ids": [1, 2], "meta_info": {}}"#;
     // `\\` is one escape (a backslash): the `n` after it is a letter, not `\n`.
