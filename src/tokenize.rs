@@ -10,6 +10,7 @@ mod config;
 mod content;
 mod detokenize;
 mod error;
+mod plain_words;
 mod segments;
 #[cfg(test)]
 mod tests;
@@ -69,6 +70,8 @@ struct Inner {
     special_ids: Vec<u32>,
     /// Piecewise cached encoding of prompts, where it gives the same ids as a plain encode.
     segmenter: Option<Arc<segments::Segmenter>>,
+    /// The quick way to encode a plain word the piece cache lacks, where it gives the same ids.
+    plain_words: Option<plain_words::PlainWords>,
     /// `add_special_tokens` adds no ids for this tokenizer.
     adds_nothing: bool,
     /// See [`Tokenizer::max_bytes_per_token`].
@@ -79,16 +82,25 @@ struct Inner {
     template_vars: Arc<chat_input::SpecialTokenVars>,
 }
 
-/// Ids of `text` with the byte offset each token starts at (for splitting runs into pieces).
-fn encode_with_offsets(
-    hf: &tokenizers::Tokenizer,
-    text: &str,
-) -> Result<segments::Encoded, TokenizeError> {
-    let enc = hf
-        .encode(text, false)
-        .map_err(|e| TokenizeError::Encode(e.to_string()))?;
-    let starts = enc.get_offsets().iter().map(|&(start, _)| start);
-    Ok(enc.get_ids().iter().copied().zip(starts).collect())
+/// The tokenizer as the segmenter calls it for pieces its cache lacks.
+struct PieceEncoder<'a> {
+    hf: &'a tokenizers::Tokenizer,
+    plain_words: Option<&'a plain_words::PlainWords>,
+}
+
+impl segments::Encode for PieceEncoder<'_> {
+    fn with_offsets(&self, text: &str) -> Result<segments::Encoded, TokenizeError> {
+        let enc = self
+            .hf
+            .encode(text, false)
+            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
+        let starts = enc.get_offsets().iter().map(|&(start, _)| start);
+        Ok(enc.get_ids().iter().copied().zip(starts).collect())
+    }
+
+    fn piece(&self, piece: &str) -> Option<Result<Vec<u32>, TokenizeError>> {
+        self.plain_words?.encode(self.hf, piece)
+    }
 }
 
 impl Tokenizer {
@@ -190,8 +202,13 @@ impl Tokenizer {
         let contents: Vec<String> = added.values().map(|t| t.content.clone()).collect();
         let sample = segments::self_check_sample(&contents);
         let plain = hf.encode_fast(sample.as_str(), false).ok();
+        let plain_words = plain_words::PlainWords::new(&hf);
+        let encoder = PieceEncoder {
+            hf: &hf,
+            plain_words: plain_words.as_ref(),
+        };
         let passes = |seg: &segments::Segmenter| {
-            let piecewise = || seg.encode(&sample, &|t| encode_with_offsets(&hf, t));
+            let piecewise = || seg.encode(&sample, &encoder);
             plain.as_ref().is_some_and(|plain| {
                 (0..2).all(|_| piecewise().is_ok_and(|ids| ids == plain.get_ids()))
             })
@@ -232,6 +249,7 @@ impl Tokenizer {
                 eos_ids,
                 special_ids,
                 segmenter: segmenter.map(Arc::new),
+                plain_words,
                 adds_nothing,
                 max_bytes_per_token,
             }),
@@ -255,7 +273,11 @@ impl Tokenizer {
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
         match &self.inner.segmenter {
             Some(seg) if !add_special_tokens || self.inner.adds_nothing => {
-                seg.encode(text, &|t| encode_with_offsets(&self.inner.hf, t))
+                let encoder = PieceEncoder {
+                    hf: &self.inner.hf,
+                    plain_words: self.inner.plain_words.as_ref(),
+                };
+                seg.encode(text, &encoder)
             }
             _ => self.encode_plain(text, add_special_tokens),
         }

@@ -49,7 +49,23 @@ const PIECES_PER_LOCK: usize = 256;
 
 /// Token ids with the byte offset (in the encoded text) each token starts at.
 pub type Encoded = Vec<(u32, usize)>;
-type Encode<'a> = &'a dyn Fn(&str) -> Result<Encoded, TokenizeError>;
+
+/// The tokenizer, as the segmenter asks it for the pieces the cache lacks.
+pub trait Encode {
+    /// Ids of `text` (several pieces run together) with the offset each token starts at.
+    fn with_offsets(&self, text: &str) -> Result<Encoded, TokenizeError>;
+
+    /// Ids of one piece by a quicker way than `with_offsets`, where there is one for it.
+    fn piece(&self, _piece: &str) -> Option<Result<Vec<u32>, TokenizeError>> {
+        None
+    }
+}
+
+impl<F: Fn(&str) -> Result<Encoded, TokenizeError>> Encode for F {
+    fn with_offsets(&self, text: &str) -> Result<Encoded, TokenizeError> {
+        self(text)
+    }
+}
 type Hasher = foldhash::fast::RandomState;
 type Generation = HashMap<Box<str>, Box<[u32]>, Hasher>;
 
@@ -174,7 +190,7 @@ impl Segmenter {
     }
 
     /// Ids of `text`: special tokens by their id, the text between them piece by piece.
-    pub fn encode(&self, text: &str, encode: Encode<'_>) -> Result<Vec<u32>, TokenizeError> {
+    pub fn encode(&self, text: &str, encode: &dyn Encode) -> Result<Vec<u32>, TokenizeError> {
         let mut ids = Vec::with_capacity(text.len() / 3);
         let mut from = 0;
         for special in self.specials.find_iter(text) {
@@ -194,7 +210,7 @@ impl Segmenter {
         &self,
         text: &str,
         ids: &mut Vec<u32>,
-        encode: Encode<'_>,
+        encode: &dyn Encode,
     ) -> Result<(), TokenizeError> {
         if text.len() < MIN_SEGMENT_BYTES {
             return self.encode_pieces(text, ids, encode);
@@ -221,7 +237,7 @@ impl Segmenter {
         &self,
         text: &str,
         ids: &mut Vec<u32>,
-        encode: Encode<'_>,
+        encode: &dyn Encode,
     ) -> Result<(), TokenizeError> {
         let base = ids.len();
         let mut missing: Vec<Miss> = Vec::new();
@@ -257,7 +273,7 @@ impl Segmenter {
         ids: &mut Vec<u32>,
         base: usize,
         missing: &[Miss],
-        encode: Encode<'_>,
+        encode: &dyn Encode,
     ) -> Result<(), TokenizeError> {
         // `unique`: the first occurrence (index into `missing`) of each distinct missing text;
         // `which[k]`: the distinct text `missing[k]` is.
@@ -272,33 +288,48 @@ impl Segmenter {
             }
             which.push(u);
         }
-        // `encoded[u]`: the ids of `unique[u]` (runs are consecutive slices of `unique`).
-        let mut encoded: Vec<Box<[u32]>> = Vec::with_capacity(unique.len());
-        for run in runs(text, missing, &unique) {
+        // `encoded[u]`: the ids of `unique[u]`; pieces with a quick way are encoded alone, the
+        // others (`slow`) together in runs.
+        let missing_text = |u: usize| &text[missing[unique[u]].range.clone()];
+        let mut encoded: Vec<Option<Box<[u32]>>> = vec![None; unique.len()];
+        let mut slow = Vec::new();
+        for (u, slot) in encoded.iter_mut().enumerate() {
+            match encode.piece(missing_text(u)) {
+                Some(ids) => *slot = Some(ids?.into()),
+                None => slow.push(u),
+            }
+        }
+        for run in runs(text, missing, &unique, &slow) {
             let mut joined = String::new();
             let mut starts = Vec::with_capacity(run.len());
-            for &k in run {
+            for &u in run {
                 starts.push(joined.len());
-                joined.push_str(&text[missing[k].range.clone()]);
+                joined.push_str(missing_text(u));
             }
-            match split_by_offsets(&encode(&joined)?, &starts, joined.len()) {
-                Some(split) => encoded.extend(split.into_iter().map(Vec::into_boxed_slice)),
+            match split_by_offsets(&encode.with_offsets(&joined)?, &starts, joined.len()) {
+                Some(split) => {
+                    for (&u, ids) in run.iter().zip(split) {
+                        encoded[u] = Some(ids.into());
+                    }
+                }
                 // The offsets did not line up with the cuts: encode these pieces one by one.
                 None => {
-                    for &k in run {
-                        let one = encode(&text[missing[k].range.clone()])?;
-                        encoded.push(one.iter().map(|&(id, _)| id).collect());
+                    for &u in run {
+                        let one = encode.with_offsets(missing_text(u))?;
+                        encoded[u] = Some(one.iter().map(|&(id, _)| id).collect());
                     }
                 }
             }
         }
+        let unencoded = || TokenizeError::Encode("a prompt piece was left unencoded".into());
         // The cached ids after `base` move apart to make room, in one pass.
         let hits = ids.split_off(base);
         let mut from = 0;
         for (miss, &u) in missing.iter().zip(&which) {
             let new = encoded
                 .get(u)
-                .ok_or_else(|| TokenizeError::Encode("a prompt piece was left unencoded".into()))?;
+                .and_then(Option::as_ref)
+                .ok_or_else(unencoded)?;
             ids.extend_from_slice(&hits[from..miss.at]);
             ids.extend_from_slice(new);
             from = miss.at;
@@ -310,6 +341,7 @@ impl Segmenter {
             if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
                 MutexGuard::bump(&mut cache);
             }
+            let piece_ids = piece_ids.ok_or_else(unencoded)?;
             evicted.extend(cache.insert(text[missing[k].range.clone()].into(), piece_ids));
         }
         drop(cache);
@@ -328,30 +360,30 @@ struct Miss {
     at: usize,
 }
 
-/// The distinct missing pieces (`unique`, indices into `missing`) in groups of about
-/// `RUN_BYTES` of text. A piece cut off between two digits starts a new group unless it follows
-/// its neighbour in the text: only a digit is known to be safe before it.
-fn runs<'u>(text: &str, missing: &[Miss], unique: &'u [usize]) -> Vec<&'u [usize]> {
-    let starts_with_digit = |k: usize| {
-        missing
-            .get(k)
+/// The distinct missing pieces in `slow` (indices into `unique`, which indexes `missing`) in
+/// groups of about `RUN_BYTES` of text. A piece cut off between two digits starts a new group
+/// unless it follows its neighbour in the text: only a digit is known to be safe before it.
+fn runs<'s>(text: &str, missing: &[Miss], unique: &[usize], slow: &'s [usize]) -> Vec<&'s [usize]> {
+    let miss = |u: usize| unique.get(u).and_then(|&k| missing.get(k));
+    let starts_with_digit = |u: usize| {
+        miss(u)
             .and_then(|miss| text.as_bytes().get(miss.range.start))
             .is_some_and(u8::is_ascii_digit)
     };
-    let piece = |k: usize| missing.get(k).map(|miss| miss.piece);
+    let piece = |u: usize| miss(u).map(|miss| miss.piece);
     let mut out = Vec::new();
-    let mut rest = unique;
+    let mut rest = slow;
     while !rest.is_empty() {
         let mut bytes = 0;
         let mut previous: Option<usize> = None;
         let n = rest
             .iter()
-            .take_while(|&&k| {
-                let neighbours = |p: usize| piece(p).zip(piece(k)).is_some_and(|(a, b)| a + 1 == b);
-                let joins = previous.is_none_or(|p| neighbours(p) || !starts_with_digit(k));
+            .take_while(|&&u| {
+                let neighbours = |p: usize| piece(p).zip(piece(u)).is_some_and(|(a, b)| a + 1 == b);
+                let joins = previous.is_none_or(|p| neighbours(p) || !starts_with_digit(u));
                 let fits = bytes < RUN_BYTES && joins;
-                bytes += missing.get(k).map_or(0, |miss| miss.range.len());
-                previous = Some(k);
+                bytes += miss(u).map_or(0, |miss| miss.range.len());
+                previous = Some(u);
                 fits
             })
             .count();

@@ -171,6 +171,51 @@ fn a_piece_cut_off_between_digits_joins_only_its_neighbour() {
     assert_eq!(*calls.borrow(), ["b x", "2x"]);
 }
 
+/// Encodes pieces without digits alone (as 1000 + byte), the rest through `with_offsets`.
+struct QuickWords {
+    runs: RefCell<Vec<String>>,
+}
+
+impl Encode for QuickWords {
+    fn with_offsets(&self, text: &str) -> Result<Encoded, TokenizeError> {
+        self.runs.borrow_mut().push(text.to_owned());
+        bytewise(text)
+    }
+
+    fn piece(&self, piece: &str) -> Option<Result<Vec<u32>, TokenizeError>> {
+        let quick = !piece.bytes().any(|b| b.is_ascii_digit());
+        quick.then(|| Ok(piece.bytes().map(|b| 1000 + u32::from(b)).collect()))
+    }
+}
+
+#[test]
+fn pieces_with_a_quick_way_are_encoded_alone_and_land_in_place() {
+    let seg = Segmenter::new(vec![]).unwrap();
+    let quick = QuickWords {
+        runs: RefCell::new(Vec::new()),
+    };
+    seg.encode("b", &quick).unwrap();
+    let text = "a1 b c2 d3 e b";
+    let want: Vec<u32> = [
+        ("a1", 0),
+        (" b", 1000),
+        (" c2", 0),
+        (" d3", 0),
+        (" e", 1000),
+        (" b", 1000),
+    ]
+    .iter()
+    .flat_map(|&(piece, add)| piece.bytes().map(move |b| add + u32::from(b)))
+    .collect();
+    assert_eq!(seg.encode(text, &quick).unwrap(), want);
+    // The slow pieces still share one call; the quick ones never reach it.
+    assert_eq!(*quick.runs.borrow(), ["a1 c2 d3"]);
+    // And the quick ones are cached like any other.
+    quick.runs.borrow_mut().clear();
+    assert_eq!(seg.encode(text, &quick).unwrap(), want);
+    assert!(quick.runs.borrow().is_empty());
+}
+
 fn held_bytes(cache: &TwoGenerations) -> usize {
     let all = cache.current.iter().chain(cache.previous.iter());
     all.map(|(k, v)| entry_bytes(k, v)).sum()

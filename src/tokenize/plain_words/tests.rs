@@ -1,0 +1,93 @@
+use super::*;
+use crate::tokenize::tests::{asset_dir, MISTRAL, QWEN25, QWEN3, SMOLLM2};
+
+fn hf(name: &str) -> tokenizers::Tokenizer {
+    let path = asset_dir(name).join("tokenizer.json");
+    tokenizers::Tokenizer::from_file(path).unwrap()
+}
+
+/// Words the load-time check never saw: other letters, lengths and real words.
+fn other_words() -> Vec<String> {
+    let mut out: Vec<String> = ["The", "quick", "BROWN", "foxes", "Jumped", "overly", "LAZY"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for n in 0..600u64 {
+        let mut x = (n + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let len = 1 + (x % 19) as usize;
+        let mut w: String = (0..len)
+            .map(|_| {
+                x = x.rotate_left(7).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                char::from(b'a' + (x >> 33) as u8 % 26)
+            })
+            .collect();
+        match n % 3 {
+            0 => w.make_ascii_uppercase(),
+            1 => w[..1].make_ascii_uppercase(),
+            _ => {}
+        }
+        out.push(if n % 2 == 0 { format!(" {w}") } else { w });
+    }
+    out
+}
+
+#[test]
+fn plain_words_get_the_pipelines_ids_on_byte_level_bpe_tokenizers() {
+    for name in [SMOLLM2, QWEN25, QWEN3] {
+        let hf = hf(name);
+        let words = PlainWords::new(&hf).unwrap_or_else(|| panic!("{name}: no quick path"));
+        for w in other_words() {
+            let pipeline = hf.encode(w.as_str(), false).unwrap();
+            let quick = words.encode(&hf, &w).unwrap().unwrap();
+            assert_eq!(quick, pipeline.get_ids(), "{name}: {w:?}");
+        }
+    }
+}
+
+#[test]
+fn only_plain_words_take_the_quick_path() {
+    let hf = hf(SMOLLM2);
+    let words = PlainWords::new(&hf).unwrap();
+    for other in [
+        "",
+        " ",
+        "  word",
+        "camelCase",
+        " wordS",
+        "word.",
+        " two words",
+        " naïve",
+        "x1",
+        "'tis",
+        "\nword",
+        "word ",
+    ] {
+        assert!(words.encode(&hf, other).is_none(), "{other:?}");
+    }
+    for plain in ["word", " Word", " WORD", "I", " a", "ABCdef"] {
+        assert!(words.encode(&hf, plain).is_some(), "{plain:?}");
+    }
+}
+
+#[test]
+fn a_tokenizer_that_is_not_byte_level_keeps_the_pipeline() {
+    // Mistral's SentencePiece BPE marks a word's space with `▁` and prepends one to the text.
+    assert!(PlainWords::new(&hf(MISTRAL)).is_none());
+}
+
+#[test]
+fn an_added_token_of_letters_turns_the_quick_path_off() {
+    let mut hf = hf(SMOLLM2);
+    assert!(PlainWords::new(&hf).is_some());
+    hf.add_tokens([tokenizers::AddedToken::from("zorblat", false)])
+        .unwrap();
+    assert!(PlainWords::new(&hf).is_none());
+}
+
+#[test]
+fn a_normalizer_that_changes_letters_fails_the_check() {
+    let mut hf = hf(SMOLLM2);
+    hf.with_normalizer(Some(tokenizers::normalizers::Lowercase))
+        .unwrap();
+    assert!(PlainWords::new(&hf).is_none());
+}
