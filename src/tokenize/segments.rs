@@ -102,7 +102,11 @@ impl TwoGenerations {
     /// Appends the ids of `piece` to `out` if it is cached.
     fn copy_into(&mut self, piece: &str, out: &mut Vec<u32>) -> bool {
         if let Some(ids) = self.current.get(piece) {
-            out.extend_from_slice(ids);
+            // Most words are one id: pushed, not copied by a call to `memcpy`.
+            match **ids {
+                [id] => out.push(id),
+                _ => out.extend_from_slice(ids),
+            }
             return true;
         }
         let Some((key, ids)) = self.previous.remove_entry(piece) else {

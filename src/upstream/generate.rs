@@ -73,12 +73,17 @@ pub async fn start(
     decoder: Option<IncrementalDecoder>,
 ) -> Result<GenerateStream, UpstreamError> {
     let body = request_body(worker, request)?;
+    // No limit: as much room as the reader gives any answer.
+    let max_tokens = request
+        .sampling_params
+        .max_new_tokens
+        .map_or(usize::MAX, |n| n as usize);
     let resp = client.post_json(worker, "/generate", body).await?;
     Ok(GenerateStream {
         body: Some(resp.into_body()),
         parser: SseParser::new(MAX_EVENT_BYTES),
         worker: Arc::clone(worker),
-        chunks: ChunkReader::default(),
+        chunks: ChunkReader::with_room(max_tokens),
         completion_tokens: 0,
         own_text: decoder.is_some(),
         detok: decoder,
@@ -97,8 +102,11 @@ pub fn request_body(
     worker: &Origin,
     request: &GenerateRequest<'_>,
 ) -> Result<Bytes, UpstreamError> {
-    serde_json::to_vec(request)
-        .map(Bytes::from)
+    // Room for the ids (most are under 6 digits) and the rest up front: grown from serde_json's
+    // 128 bytes, a long prompt's body was copied a dozen times on its way to full size.
+    let mut body = Vec::with_capacity(512 + 7 * request.input_ids.len());
+    serde_json::to_writer(&mut body, request)
+        .map(|()| Bytes::from(body))
         .map_err(|e| UpstreamError::Protocol {
             url: worker.url.clone(),
             reason: e.to_string(),

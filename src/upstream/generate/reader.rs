@@ -34,6 +34,14 @@ pub struct Chunk {
 }
 
 impl ChunkReader {
+    /// A reader with room for an answer of up to `max_tokens`.
+    pub fn with_room(max_tokens: usize) -> ChunkReader {
+        ChunkReader {
+            received: Received::with_room(max_tokens),
+            ..ChunkReader::default()
+        }
+    }
+
     pub fn read(&mut self, event: &[u8]) -> Result<Chunk, serde_json::Error> {
         let (bytes, cut) = match self.splice.cut(event) {
             Some((bytes, cut)) => (bytes, Some(cut)),

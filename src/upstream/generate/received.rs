@@ -57,7 +57,22 @@ pub struct Continues {
     pub ids: bool,
 }
 
+/// Output tokens the buffers have room for from the start: a short answer is never regrown
+/// token by token, a long one starts from this, and an idle stream holds a few KiB at most.
+const ROOM_TOKENS: usize = 256;
+
 impl Received {
+    /// Room for an answer of up to `max_tokens` (as far as `ROOM_TOKENS`).
+    pub fn with_room(max_tokens: usize) -> Received {
+        let tokens = max_tokens.min(ROOM_TOKENS);
+        Received {
+            // Most tokens are a word or less: four bytes each, then grown if need be.
+            text: String::with_capacity(4 * tokens),
+            ids: Vec::with_capacity(tokens),
+            ..Received::default()
+        }
+    }
+
     /// Takes in one chunk's `text` and `output_ids`; returns its new text (`None` when the chunk
     /// has no `text` field) and how many of [`Received::ids`]' last ids it added.
     pub fn take(
