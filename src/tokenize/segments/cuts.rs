@@ -15,7 +15,7 @@ pub(super) fn pieces(text: &str, digits: bool) -> impl Iterator<Item = Range<usi
             // a tight search, not byte by byte through the checks below.
             let rest = &bytes[i..bytes.len() - 1];
             let next = if digits {
-                rest.iter().position(|&b| b == b' ' || b.is_ascii_digit())
+                space_or_digit(rest)
             } else {
                 memchr::memchr(b' ', rest)
             };
@@ -42,6 +42,27 @@ pub(super) fn pieces(text: &str, digits: bool) -> impl Iterator<Item = Range<usi
             piece
         })
     })
+}
+
+/// Where the first space or ASCII digit in `bytes` is. Eight bytes at a time (no crate searches
+/// for a byte range; byte by byte this was an eighth of a long prompt's tokenizing): in a word
+/// `x`, a byte is a space where `x ^ 0x20…` has a zero byte and a digit where `x ^ 0x30…` has
+/// one below 10. `(y - n…) & !y & 0x80…` marks bytes of `y` below `n`; a borrow can also mark
+/// bytes above a marked one, never below it, so the lowest mark is the first match.
+pub(super) fn space_or_digit(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = ONES * 0x80;
+    let below = |y: u64, n: u64| y.wrapping_sub(ONES * n) & !y & HIGHS;
+    let (words, tail) = bytes.as_chunks::<8>();
+    for (k, word) in words.iter().enumerate() {
+        let x = u64::from_le_bytes(*word);
+        let marks = below(x ^ (ONES * 0x20), 1) | below(x ^ (ONES * 0x30), 10);
+        if marks != 0 {
+            return Some(8 * k + marks.trailing_zeros() as usize / 8);
+        }
+    }
+    let in_tail = tail.iter().position(|&b| b == b' ' || b.is_ascii_digit());
+    in_tail.map(|p| 8 * words.len() + p)
 }
 
 /// Whether the space at `at` has a non-whitespace character on each side.

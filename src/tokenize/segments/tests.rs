@@ -156,6 +156,27 @@ fn digit_cuts_fall_between_two_digits() {
 }
 
 #[test]
+fn the_word_at_a_time_search_finds_the_first_space_or_digit() {
+    let bytewise = |b: &[u8]| b.iter().position(|&b| b == b' ' || b.is_ascii_digit());
+    // Every byte value at every place in and around a word, after bytes that mark nothing or
+    // that borrow (0x00, 0x1f, 0x2f just below the ranges) and before any byte.
+    for len in 0..=19 {
+        for at in 0..len {
+            for b in 0..=255u8 {
+                for fill in [b'a', 0x00, 0x1f, 0x2f, 0xff] {
+                    let mut bytes = vec![fill; len];
+                    bytes[at] = b;
+                    if let Some(next) = bytes.get_mut(at + 1) {
+                        *next = b'5';
+                    }
+                    assert_eq!(cuts::space_or_digit(&bytes), bytewise(&bytes), "{bytes:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn a_piece_cut_off_between_digits_joins_only_its_neighbour() {
     let seg = Segmenter::new(vec![]).unwrap().with_digit_cuts();
     let calls = RefCell::new(Vec::new());
