@@ -66,21 +66,17 @@ pub(super) fn space_or_digit(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Whether the space at `at` has a non-whitespace character on each side.
+#[inline]
 fn safe_cut(text: &str, at: usize) -> bool {
+    let bytes = text.as_bytes();
+    let (before, after) = (bytes[at - 1], bytes[at + 1]);
+    if before.is_ascii() && after.is_ascii() {
+        // Nearly every cut: small enough to inline where it is called once per word.
+        return !(before as char).is_whitespace() && !(after as char).is_whitespace();
+    }
+    // Anything else is decoded (U+3000 is whitespace too).
     let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
-    let (before, after) = (text.as_bytes()[at - 1], text.as_bytes()[at + 1]);
-    // ASCII bytes are whole characters; anything else is decoded (U+3000 is whitespace too).
-    let before_ok = if before.is_ascii() {
-        !(before as char).is_whitespace()
-    } else {
-        not_space(text[..at].chars().next_back())
-    };
-    let after_ok = if after.is_ascii() {
-        !(after as char).is_whitespace()
-    } else {
-        not_space(text[at + 1..].chars().next())
-    };
-    before_ok && after_ok
+    not_space(text[..at].chars().next_back()) && not_space(text[at + 1..].chars().next())
 }
 
 /// A sample that exercises every boundary a prompt has: text, specials and other added tokens,
