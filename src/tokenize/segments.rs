@@ -67,7 +67,9 @@ impl<F: Fn(&str) -> Result<Encoded, TokenizeError>> Encode for F {
     }
 }
 type Hasher = foldhash::fast::RandomState;
-type Generation = HashMap<Box<str>, Box<[u32]>, Hasher>;
+/// Keyed by the piece's bytes: slicing them needs no check for a character boundary (a piece
+/// starts and ends at an ASCII space or digit, or at the text's ends).
+type Generation = HashMap<Box<[u8]>, Box<[u32]>, Hasher>;
 
 pub struct Segmenter {
     /// Finds the special tokens that split input, the longest where several start at one place.
@@ -94,13 +96,13 @@ struct TwoGenerations {
     seen_hasher: Hasher,
 }
 
-fn entry_bytes(piece: &str, ids: &[u32]) -> usize {
+fn entry_bytes(piece: &[u8], ids: &[u32]) -> usize {
     piece.len() + 4 * ids.len() + ENTRY_OVERHEAD_BYTES
 }
 
 impl TwoGenerations {
     /// Appends the ids of `piece` to `out` if it is cached.
-    fn copy_into(&mut self, piece: &str, out: &mut Vec<u32>) -> bool {
+    fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         if let Some(ids) = self.current.get(piece) {
             // Most words are one id: pushed, not copied by a call to `memcpy`.
             match **ids {
@@ -131,7 +133,7 @@ impl TwoGenerations {
     /// Returns the generation this insert pushed out, for the caller to drop after unlocking
     /// (freeing a full generation's entries takes milliseconds).
     #[must_use]
-    fn insert(&mut self, piece: Box<str>, ids: Box<[u32]>) -> Option<Generation> {
+    fn insert(&mut self, piece: Box<[u8]>, ids: Box<[u32]>) -> Option<Generation> {
         let bytes = entry_bytes(&piece, &ids);
         let mut evicted = None;
         if self.current_bytes + bytes > CACHE_BUDGET_BYTES / 2 {
@@ -220,7 +222,7 @@ impl Segmenter {
             return self.encode_pieces(text, ids, encode);
         }
         let mut cache = self.lock();
-        if cache.copy_into(text, ids) {
+        if cache.copy_into(text.as_bytes(), ids) {
             return Ok(());
         }
         let repeated = cache.seen_before(text);
@@ -228,7 +230,7 @@ impl Segmenter {
         let from = ids.len();
         self.encode_pieces(text, ids, encode)?;
         if repeated {
-            let (key, value) = (text.into(), ids[from..].into());
+            let (key, value) = (text.as_bytes().into(), ids[from..].into());
             let evicted = self.lock().insert(key, value);
             drop(evicted);
         }
@@ -251,7 +253,7 @@ impl Segmenter {
                 if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
                     MutexGuard::bump(&mut cache);
                 }
-                if !cache.copy_into(&text[range.clone()], ids) {
+                if !cache.copy_into(&text.as_bytes()[range.clone()], ids) {
                     let at = ids.len() - base;
                     missing.push(Miss {
                         range,
@@ -346,7 +348,8 @@ impl Segmenter {
                 MutexGuard::bump(&mut cache);
             }
             let piece_ids = piece_ids.ok_or_else(unencoded)?;
-            evicted.extend(cache.insert(text[missing[k].range.clone()].into(), piece_ids));
+            let piece = text.as_bytes()[missing[k].range.clone()].into();
+            evicted.extend(cache.insert(piece, piece_ids));
         }
         drop(cache);
         drop(evicted);

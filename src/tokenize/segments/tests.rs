@@ -94,7 +94,7 @@ fn long_segments_are_cached_whole_once_they_repeat() {
     }
     assert_eq!(*calls.borrow(), 1, "pieces cached after the first time");
     assert!(
-        sizes[1] >= sizes[0] + entry_bytes(&long, &plain(&long)),
+        sizes[1] >= sizes[0] + entry_bytes(long.as_bytes(), &plain(&long)),
         "cached whole the second time: {sizes:?}"
     );
     assert_eq!(sizes[2], sizes[1], "and hit the third: {sizes:?}");
@@ -246,18 +246,18 @@ fn held_bytes(cache: &TwoGenerations) -> usize {
 fn cache_stays_within_its_budget_and_counts_what_it_holds() {
     let mut cache = TwoGenerations::default();
     let ids: Box<[u32]> = vec![0u32; 250].into();
-    let per = entry_bytes("piece 000000", &ids);
+    let per = entry_bytes(b"piece 000000", &ids);
     for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
-        drop(cache.insert(format!("piece {i:06}").into(), ids.clone()));
+        drop(cache.insert(format!("piece {i:06}").into_bytes().into(), ids.clone()));
         let held = held_bytes(&cache);
         assert_eq!(cache.current_bytes + cache.previous_bytes, held);
         assert!(held <= CACHE_BUDGET_BYTES, "{held}");
     }
     // A hit in the previous generation moves the entry forward without double counting;
     // inserting a piece again replaces it.
-    let old: String = cache.previous.keys().next().unwrap().to_string();
+    let old: Box<[u8]> = cache.previous.keys().next().unwrap().clone();
     assert!(cache.copy_into(&old, &mut Vec::new()));
-    drop(cache.insert(old.into(), ids.clone()));
+    drop(cache.insert(old, ids.clone()));
     let held = held_bytes(&cache);
     assert_eq!(cache.current_bytes + cache.previous_bytes, held);
 }
