@@ -57,11 +57,10 @@ impl PlainWords {
         if !is_plain(word.unwrap_or(piece)) {
             return None;
         }
-        let mapped: String = match word {
-            Some(word) => std::iter::once(self.space).chain(word.chars()).collect(),
-            None => piece.to_owned(),
+        let tokens = match word {
+            Some(word) => hf.get_model().tokenize(&format!("{}{word}", self.space)),
+            None => hf.get_model().tokenize(piece),
         };
-        let tokens = hf.get_model().tokenize(&mapped);
         Some(
             tokens
                 .map(|tokens| tokens.iter().map(|t| t.id).collect())

@@ -10,8 +10,9 @@
 //! digits too, so the numbers every prompt carries (dates, ids, counters) are cache hits; that
 //! cut is only used where the self-check shows it holds (Llama 3 groups digits by three).
 //!
-//! Pieces the cache lacks are encoded together, one tokenizer call per run of up to
-//! `RUN_BYTES`, and split back into pieces by the tokens' byte offsets.
+//! Pieces the cache lacks are encoded alone where the tokenizer has a quick way for them (plain
+//! words: `plain_words`), the others together, one tokenizer call per run of up to `RUN_BYTES`,
+//! split back into pieces by the tokens' byte offsets.
 //!
 //! That independence does not hold for every tokenizer (SentencePiece's "prepend ▁ to the
 //! first piece" looks at a piece's position in the whole string, and tokens that strip
@@ -66,6 +67,7 @@ impl<F: Fn(&str) -> Result<Encoded, TokenizeError>> Encode for F {
         self(text)
     }
 }
+
 type Hasher = foldhash::fast::RandomState;
 /// Keyed by the piece's bytes: slicing them needs no check for a character boundary (a piece
 /// starts and ends at an ASCII space or digit, or at the text's ends).

@@ -158,8 +158,9 @@ fn digit_cuts_fall_between_two_digits() {
 #[test]
 fn the_word_at_a_time_search_finds_the_first_space_or_digit() {
     let bytewise = |b: &[u8]| b.iter().position(|&b| b == b' ' || b.is_ascii_digit());
-    // Every byte value at every place in and around a word, after bytes that mark nothing or
-    // that borrow (0x00, 0x1f, 0x2f just below the ranges) and before any byte.
+    // Every byte value at every place in, across and after whole words, among bytes that mark
+    // nothing or that borrow (0x00, and 0x1f and 0x2f just below the two ranges), with a digit
+    // after it: the first match must win over a later one.
     for len in 0..=19 {
         for at in 0..len {
             for b in 0..=255u8 {
