@@ -1,3 +1,4 @@
+use super::cache::{entry_bytes, CACHE_BUDGET_BYTES};
 use super::*;
 use std::cell::RefCell;
 
