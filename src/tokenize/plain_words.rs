@@ -75,11 +75,8 @@ fn is_letters(s: &str) -> bool {
 
 /// ASCII letters, upper case (if any) before lower case (if any).
 fn is_plain(word: &str) -> bool {
-    let lower_from = word.bytes().position(|b| b.is_ascii_lowercase());
-    let (upper, lower) = word.as_bytes().split_at(lower_from.unwrap_or(word.len()));
-    is_letters(word)
-        && upper.iter().all(u8::is_ascii_uppercase)
-        && lower.iter().all(u8::is_ascii_lowercase)
+    let lower = word.trim_start_matches(|c: char| c.is_ascii_uppercase());
+    !word.is_empty() && lower.bytes().all(|b| b.is_ascii_lowercase())
 }
 
 /// The character `tokenizers`' own byte-level pre-tokenizer maps a space to.
