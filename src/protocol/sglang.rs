@@ -4,6 +4,7 @@
 mod bootstrap;
 mod client_request;
 mod dp_rank;
+mod token_ids;
 
 pub use bootstrap::Bootstrap;
 pub use client_request::ClientGenerateRequest;
@@ -87,9 +88,11 @@ fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>,
     })
 }
 
-/// The body we POST to a worker's `/generate`.
+/// The body we POST to a worker's `/generate` (`to_json`).
 #[derive(Debug, Serialize)]
 pub struct GenerateRequest<'a> {
+    /// Written by `to_json` ahead of the derived fields.
+    #[serde(skip)]
     pub input_ids: &'a [u32],
     pub sampling_params: &'a SamplingParams,
     pub stream: bool,
@@ -107,6 +110,24 @@ pub struct GenerateRequest<'a> {
     /// leg the prefill rank that holds the KV.
     #[serde(flatten)]
     pub ranks: LegRanks,
+}
+
+impl GenerateRequest<'_> {
+    /// The JSON body: `input_ids` first, by `token_ids` (thousands of them in a long prompt),
+    /// then the derived fields.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let mut body = Vec::with_capacity(512 + 7 * self.input_ids.len());
+        body.extend_from_slice(b"{\"input_ids\":");
+        token_ids::write_json(&mut body, self.input_ids);
+        let rest = body.len();
+        serde_json::to_writer(&mut body, self)?;
+        // The derived fields come as an object of their own (never empty: `stream` and `rid`
+        // are always there); its opening brace becomes the comma after the ids.
+        if let Some(brace) = body.get_mut(rest) {
+            *brace = b',';
+        }
+        Ok(body)
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -325,6 +346,58 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&p).unwrap(),
             r#"{"max_new_tokens":4}"#
+        );
+    }
+
+    #[test]
+    fn generate_body_is_one_object_with_the_ids_first() {
+        let params = SamplingParams {
+            max_new_tokens: Some(16),
+            stop: vec!["\n".into()],
+            ..Default::default()
+        };
+        let bootstrap = Bootstrap {
+            bootstrap_host: "10.0.0.1".into(),
+            bootstrap_port: Some(8998),
+            bootstrap_room: 7,
+        };
+        let ids = [0, 9, 151_642, 12_345_678, u32::MAX];
+        let request = GenerateRequest {
+            input_ids: &ids,
+            sampling_params: &params,
+            stream: true,
+            rid: "r1",
+            return_logprob: true,
+            top_logprobs_num: 2,
+            bootstrap: Some(&bootstrap),
+            ranks: LegRanks::alone(None),
+        };
+        let body = String::from_utf8(request.to_json().unwrap()).unwrap();
+        assert!(body.starts_with(r#"{"input_ids":[0,9,151642,12345678,4294967295],"#));
+        let parsed: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            parsed,
+            serde_json::json!({
+                "input_ids": ids,
+                "sampling_params": {"max_new_tokens": 16, "stop": ["\n"]},
+                "stream": true,
+                "rid": "r1",
+                "return_logprob": true,
+                "top_logprobs_num": 2,
+                "bootstrap_host": "10.0.0.1",
+                "bootstrap_port": 8998,
+                "bootstrap_room": 7,
+            })
+        );
+        let empty = GenerateRequest {
+            input_ids: &[],
+            bootstrap: None,
+            ..request
+        };
+        let body = String::from_utf8(empty.to_json().unwrap()).unwrap();
+        assert!(
+            body.starts_with(r#"{"input_ids":[],"sampling_params":"#),
+            "{body}"
         );
     }
 

@@ -102,11 +102,9 @@ pub fn request_body(
     worker: &Origin,
     request: &GenerateRequest<'_>,
 ) -> Result<Bytes, UpstreamError> {
-    // Room for the ids (most are under 6 digits) and the rest up front: grown from serde_json's
-    // 128 bytes, a long prompt's body was copied a dozen times on its way to full size.
-    let mut body = Vec::with_capacity(512 + 7 * request.input_ids.len());
-    serde_json::to_writer(&mut body, request)
-        .map(|()| Bytes::from(body))
+    request
+        .to_json()
+        .map(Bytes::from)
         .map_err(|e| UpstreamError::Protocol {
             url: worker.url.clone(),
             reason: e.to_string(),
