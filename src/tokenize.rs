@@ -98,7 +98,7 @@ impl segments::Encode for PieceEncoder<'_> {
         Ok(enc.get_ids().iter().copied().zip(starts).collect())
     }
 
-    fn piece(&self, piece: &str) -> Option<Result<Vec<u32>, TokenizeError>> {
+    fn piece(&self, piece: &str) -> Option<Vec<u32>> {
         self.plain_words?.encode(self.hf, piece)
     }
 }

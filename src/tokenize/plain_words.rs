@@ -8,64 +8,68 @@
 //! mapping leaves letters as they are and turns the space into one character. So its ids are
 //! the model's tokens for the mapped piece.
 //!
+//! The merges themselves are applied here (`merges`), on integers.
+//!
 //! That is checked when the tokenizer loads, against the whole pipeline, on words of every case
 //! pattern and many lengths: a tokenizer that is not byte-level BPE, or whose normalizer,
 //! pre-tokenizer or post-processor treats such words otherwise, fails the check and keeps the
 //! whole pipeline.
 
-use tokenizers::{Model, ModelWrapper, OffsetReferential, OffsetType, PreTokenizer};
+mod merges;
 
-use super::TokenizeError;
+use std::sync::Arc;
+
+use tokenizers::{ModelWrapper, OffsetReferential, OffsetType, PreTokenizer};
+
+use merges::Merges;
 
 /// The quick path for plain words, for one tokenizer.
 #[derive(Clone)]
 pub struct PlainWords {
     /// What byte-level mapping makes of a space (GPT-2's alphabet: `Ġ`).
     space: char,
+    merges: Arc<Merges>,
 }
 
 impl PlainWords {
     /// `Some` where the quick path gives the pipeline's ids on the check sample.
     pub fn new(hf: &tokenizers::Tokenizer) -> Option<PlainWords> {
-        if !matches!(hf.get_model(), ModelWrapper::BPE(_)) {
+        let ModelWrapper::BPE(bpe) = hf.get_model() else {
             return None;
-        }
+        };
         // An added token made of letters only could sit inside a plain word; one with any other
         // character cannot.
         let added = hf.get_added_tokens_decoder();
         if added.values().any(|t| is_letters(&t.content)) {
             return None;
         }
+        let space = byte_level_space()?;
         let words = PlainWords {
-            space: byte_level_space()?,
+            space,
+            merges: Arc::new(Merges::new(bpe, space)?),
         };
         let agrees = |word: &str| {
             let pipeline = hf.encode_fast(word, false);
             let quick = words.encode(hf, word);
-            matches!((pipeline, quick), (Ok(p), Some(Ok(q))) if p.get_ids() == q.as_slice())
+            matches!((pipeline, quick), (Ok(p), Some(q)) if p.get_ids() == q.as_slice())
         };
         check_sample().iter().all(|w| agrees(w)).then_some(words)
     }
 
     /// The ids of `piece`, or `None` if it is not a plain word.
-    pub fn encode(
-        &self,
-        hf: &tokenizers::Tokenizer,
-        piece: &str,
-    ) -> Option<Result<Vec<u32>, TokenizeError>> {
+    pub fn encode(&self, hf: &tokenizers::Tokenizer, piece: &str) -> Option<Vec<u32>> {
         let word = piece.strip_prefix(' ');
         if !is_plain(word.unwrap_or(piece)) {
             return None;
         }
-        let tokens = match word {
-            Some(word) => hf.get_model().tokenize(&format!("{}{word}", self.space)),
-            None => hf.get_model().tokenize(piece),
+        let ModelWrapper::BPE(bpe) = hf.get_model() else {
+            return None;
         };
-        Some(
-            tokens
-                .map(|tokens| tokens.iter().map(|t| t.id).collect())
-                .map_err(|e| TokenizeError::Encode(e.to_string())),
-        )
+        let mapped = || match word {
+            Some(word) => format!("{}{word}", self.space),
+            None => piece.to_owned(),
+        };
+        self.merges.encode(bpe, piece.as_bytes(), mapped)
     }
 }
 
