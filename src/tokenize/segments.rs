@@ -147,8 +147,7 @@ impl Segmenter {
         let from = ids.len();
         self.encode_pieces(text, ids, encode)?;
         if repeated {
-            let (key, value) = (text.as_bytes().into(), ids[from..].into());
-            let evicted = self.lock().insert(key, value);
+            let evicted = self.lock().insert(text.as_bytes(), ids[from..].into());
             drop(evicted);
         }
         Ok(())
@@ -265,7 +264,7 @@ impl Segmenter {
                 MutexGuard::bump(&mut cache);
             }
             let piece_ids = piece_ids.ok_or_else(unencoded)?;
-            let piece = text.as_bytes()[missing[k].range.clone()].into();
+            let piece = &text.as_bytes()[missing[k].range.clone()];
             evicted.extend(cache.insert(piece, piece_ids));
         }
         drop(cache);

@@ -1,7 +1,13 @@
 //! The piece cache: pieces' ids kept within a byte budget, recently used first.
 
-use std::collections::{HashMap, HashSet};
+mod generation;
+mod key;
+
+use std::collections::HashSet;
 use std::hash::BuildHasher;
+
+use generation::{Generation, Ids};
+use key::Key;
 
 /// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead).
 pub(super) const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
@@ -11,9 +17,6 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 const SEEN_MAX: usize = 65_536;
 
 pub(super) type Hasher = foldhash::fast::RandomState;
-/// Keyed by the piece's bytes: slicing them needs no check for a character boundary (a piece
-/// starts and ends at an ASCII space or digit, or at the text's ends).
-type Generation = HashMap<Box<[u8]>, Box<[u32]>, Hasher>;
 
 /// A bounded cache that keeps what was used recently: when the current generation is full it
 /// becomes the previous one and the old previous is dropped; a hit in the previous generation
@@ -30,8 +33,10 @@ pub(super) struct TwoGenerations {
     seen_hasher: Hasher,
 }
 
-pub(super) fn entry_bytes(piece: &[u8], ids: &[u32]) -> usize {
-    piece.len() + 4 * ids.len() + ENTRY_OVERHEAD_BYTES
+/// Pieces are keyed by their bytes: slicing them needs no check for a character boundary (a
+/// piece starts and ends at an ASCII space or digit, or at the text's ends).
+pub(super) fn entry_bytes(piece_len: usize, ids_len: usize) -> usize {
+    piece_len + 4 * ids_len + ENTRY_OVERHEAD_BYTES
 }
 
 impl TwoGenerations {
@@ -42,22 +47,23 @@ impl TwoGenerations {
 
     /// Appends the ids of `piece` to `out` if it is cached.
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        if let Some(ids) = self.current.get(piece) {
+        let key = Key::of(piece);
+        if let Some(ids) = self.current.get(key) {
             // Most words are one id: pushed, not copied by a call to `memcpy`.
-            match **ids {
-                [id] => out.push(id),
-                _ => out.extend_from_slice(ids),
+            match ids {
+                Ids::One(id) => out.push(*id),
+                Ids::Many(ids) => out.extend_from_slice(ids),
             }
             return true;
         }
-        let Some((key, ids)) = self.previous.remove_entry(piece) else {
+        let Some(ids) = self.previous.remove(key) else {
             return false;
         };
-        out.extend_from_slice(&ids);
-        self.previous_bytes -= entry_bytes(&key, &ids);
+        out.extend_from_slice(ids.as_slice());
+        self.previous_bytes -= entry_bytes(piece.len(), ids.len());
         // Moving an entry forward can rotate the generations: what falls out is freed here, under
         // the lock, but only on the rare hit that fills the current generation.
-        drop(self.insert(key, ids));
+        drop(self.insert_ids(key, piece.len(), ids));
         true
     }
 
@@ -72,8 +78,12 @@ impl TwoGenerations {
     /// Returns the generation this insert pushed out, for the caller to drop after unlocking
     /// (freeing a full generation's entries takes milliseconds).
     #[must_use]
-    pub(super) fn insert(&mut self, piece: Box<[u8]>, ids: Box<[u32]>) -> Option<Generation> {
-        let bytes = entry_bytes(&piece, &ids);
+    pub(super) fn insert(&mut self, piece: &[u8], ids: Box<[u32]>) -> Option<Generation> {
+        self.insert_ids(Key::of(piece), piece.len(), ids.into())
+    }
+
+    fn insert_ids(&mut self, key: Key<'_>, piece_len: usize, ids: Ids) -> Option<Generation> {
+        let bytes = entry_bytes(piece_len, ids.len());
         let mut evicted = None;
         if self.current_bytes + bytes > CACHE_BUDGET_BYTES / 2 {
             evicted = Some(std::mem::replace(
@@ -83,11 +93,10 @@ impl TwoGenerations {
             self.previous_bytes = self.current_bytes;
             self.current_bytes = 0;
         }
-        let key_len = piece.len();
         self.current_bytes += bytes;
         // Two threads that missed the same piece both insert it: count it once.
-        if let Some(replaced) = self.current.insert(piece, ids) {
-            self.current_bytes -= key_len + 4 * replaced.len() + ENTRY_OVERHEAD_BYTES;
+        if let Some(replaced) = self.current.insert(key, ids) {
+            self.current_bytes -= entry_bytes(piece_len, replaced.len());
         }
         evicted
     }

@@ -95,7 +95,7 @@ fn long_segments_are_cached_whole_once_they_repeat() {
     }
     assert_eq!(*calls.borrow(), 1, "pieces cached after the first time");
     assert!(
-        sizes[1] >= sizes[0] + entry_bytes(long.as_bytes(), &plain(&long)),
+        sizes[1] >= sizes[0] + entry_bytes(long.len(), plain(&long).len()),
         "cached whole the second time: {sizes:?}"
     );
     assert_eq!(sizes[2], sizes[1], "and hit the third: {sizes:?}");
@@ -240,26 +240,34 @@ fn pieces_with_a_quick_way_are_encoded_alone_and_land_in_place() {
 }
 
 fn held_bytes(cache: &TwoGenerations) -> usize {
-    let all = cache.current.iter().chain(cache.previous.iter());
-    all.map(|(k, v)| entry_bytes(k, v)).sum()
+    let all = cache.current.sizes().chain(cache.previous.sizes());
+    all.map(|(piece, ids)| entry_bytes(piece, ids)).sum()
 }
 
 #[test]
 fn cache_stays_within_its_budget_and_counts_what_it_holds() {
     let mut cache = TwoGenerations::default();
     let ids: Box<[u32]> = vec![0u32; 250].into();
-    let per = entry_bytes(b"piece 000000", &ids);
+    let per = entry_bytes(b"piece 000000".len(), ids.len());
     for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
-        drop(cache.insert(format!("piece {i:06}").into_bytes().into(), ids.clone()));
+        // Short pieces and long ones (kept apart, by value and by their bytes).
+        let piece = ["piece", "a piece longer than a short key"][i % 2];
+        drop(cache.insert(format!("{piece} {i:06}").as_bytes(), ids.clone()));
+        // Counted in full (a pass over every entry) now and then, and where the generations
+        // have just turned or are about to: the fullest and the emptiest moments.
+        let full = cache.current_bytes + 2 * per > CACHE_BUDGET_BYTES / 2;
+        if i % 64 != 0 && cache.current_bytes > 2 * per && !full {
+            continue;
+        }
         let held = held_bytes(&cache);
         assert_eq!(cache.current_bytes + cache.previous_bytes, held);
         assert!(held <= CACHE_BUDGET_BYTES, "{held}");
     }
     // A hit in the previous generation moves the entry forward without double counting;
     // inserting a piece again replaces it.
-    let old: Box<[u8]> = cache.previous.keys().next().unwrap().clone();
+    let old = cache.previous.a_piece().unwrap();
     assert!(cache.copy_into(&old, &mut Vec::new()));
-    drop(cache.insert(old, ids.clone()));
+    drop(cache.insert(&old, ids.clone()));
     let held = held_bytes(&cache);
     assert_eq!(cache.current_bytes + cache.previous_bytes, held);
 }
