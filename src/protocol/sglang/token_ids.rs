@@ -14,6 +14,9 @@ const TABLED: u32 = 1 << 18;
 /// (2 MiB, built in a few milliseconds on first use).
 static TABLE: LazyLock<Box<[u64]>> = LazyLock::new(|| (0..TABLED).map(digits_and_comma).collect());
 
+/// Bytes written on the stack between copies into the body.
+const BLOCK: usize = 512;
+
 /// Appends `[id,id,…]` to `out`.
 pub fn write_json(out: &mut Vec<u8>, ids: &[u32]) {
     let table: &[u64] = &TABLE;
@@ -46,14 +49,13 @@ pub fn write_json(out: &mut Vec<u8>, ids: &[u32]) {
     }
 }
 
-const BLOCK: usize = 512;
-
 /// `id`'s text and a comma as `TABLE` holds it (`id` < 10^7: seven digits and the comma).
 fn digits_and_comma(id: u32) -> u64 {
     let mut text = u64::from(b',');
     let mut n = id;
     loop {
-        // Each digit goes in below the ones after it, which move up a byte.
+        // Least significant first: each digit goes in at the lowest byte (first in memory) and
+        // moves the ones already in, which follow it, up a byte.
         text = text << 8 | u64::from(b'0' + (n % 10) as u8);
         n /= 10;
         if n == 0 {

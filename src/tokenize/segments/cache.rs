@@ -11,7 +11,8 @@ use key::Key;
 
 /// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead).
 pub(super) const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
-/// What one entry costs besides its key and ids: the map slot, the two heap headers.
+/// What one entry costs besides its key and ids, at most: the map slot and two heap blocks' headers
+/// (a short piece's key and a one-id piece's ids are in the slot).
 const ENTRY_OVERHEAD_BYTES: usize = 64;
 /// How many long segments are remembered as seen (by hash) before that memory is cleared.
 const SEEN_MAX: usize = 65_536;
@@ -33,8 +34,7 @@ pub(super) struct TwoGenerations {
     seen_hasher: Hasher,
 }
 
-/// Pieces are keyed by their bytes: slicing them needs no check for a character boundary (a
-/// piece starts and ends at an ASCII space or digit, or at the text's ends).
+/// What an entry is counted as holding.
 pub(super) fn entry_bytes(piece_len: usize, ids_len: usize) -> usize {
     piece_len + 4 * ids_len + ENTRY_OVERHEAD_BYTES
 }

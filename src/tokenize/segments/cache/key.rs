@@ -11,7 +11,9 @@ pub struct ShortKey {
     hi: u64,
 }
 
-/// A piece as its generation's maps key it.
+/// A piece as its generation's maps key it: by its bytes (slicing them needs no check for a
+/// character boundary: a piece starts and ends at an ASCII space or digit, or at the text's
+/// ends).
 #[derive(Clone, Copy)]
 pub enum Key<'a> {
     Short(ShortKey),
@@ -25,11 +27,11 @@ impl Key<'_> {
 }
 
 impl ShortKey {
-    /// The piece's bytes in place, read as few whole words (overlapping where the length is
-    /// not one) rather than byte by byte or through a `memcpy` call.
+    /// The piece's bytes in place, read as at most two words (overlapping unless the length is
+    /// a whole number of them) rather than byte by byte or through a `memcpy` call.
     fn new(piece: &[u8]) -> Option<ShortKey> {
         let len = piece.len();
-        // The word at `at`, and that word with the bytes before `from` shifted out.
+        // The eight and the four bytes from `at`, as integers (little-endian).
         let word = |at: usize| {
             piece[at..]
                 .first_chunk()
