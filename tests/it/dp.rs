@@ -260,29 +260,11 @@ async fn each_ranks_kv_events_steer_its_prefixes_to_that_rank() {
 }
 
 /// A sim with four DP ranks publishing KV events (`grpc`: in `--grpc-mode`). Rank r publishes
-/// at port + r (SGLang's `offset_port`): a range found free a moment before, tried again if
-/// another test's socket took one of its ports since.
+/// at port + r (SGLang's `offset_port`).
 pub(crate) async fn four_ranks_publishing(grpc: bool) -> Proc {
-    for _ in 0..10 {
-        let port = support::free_port();
-        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
-        let flags = [
-            "--dp-size",
-            "4",
-            "--zero-latency",
-            "--page-size",
-            "16",
-            "--kv-events-config",
-            &cfg,
-        ];
-        let started = if grpc {
-            support::try_grpc_sim(&flags).await
-        } else {
-            support::try_sim(&flags).await
-        };
-        if let Ok(sim) = started {
-            return sim;
-        }
-    }
-    panic!("no free range of four event ports in 10 tries");
+    let flags = ["--dp-size", "4", "--zero-latency", "--page-size", "16"];
+    support::publishing_sim(grpc, &flags, |port| {
+        json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string()
+    })
+    .await
 }

@@ -201,12 +201,8 @@ async fn sglangs_publisher_steers_routing() {
 async fn sim_events_make_predictions_exact() {
     let cfg =
         |port: u16| json!({"publisher": "zmq", "endpoint": format!("tcp://*:{port}")}).to_string();
-    let (pa, pb) = (cfg(support::free_port()), cfg(support::free_port()));
-    let mut fa = sim_flags();
-    fa.extend(["--kv-events-config", pa.as_str()]);
-    let mut fb = sim_flags();
-    fb.extend(["--kv-events-config", pb.as_str()]);
-    let (a, b) = (support::sim(&fa).await, support::sim(&fb).await);
+    let a = support::publishing_sim(false, &sim_flags(), cfg).await;
+    let b = support::publishing_sim(false, &sim_flags(), cfg).await;
     let gw = support::gateway(&[&a, &b], &[]).await;
     support::eventually("both subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 2
@@ -257,12 +253,8 @@ async fn grpc_workers_events_steer_routing() {
         json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"), "bind": true})
             .to_string()
     };
-    let (ca, cb) = (cfg(support::free_port()), cfg(support::free_port()));
-    let mut fa = sim_flags();
-    fa.extend(["--kv-events-config", ca.as_str()]);
-    let mut fb = sim_flags();
-    fb.extend(["--kv-events-config", cb.as_str()]);
-    let (a, b) = (support::grpc_sim(&fa).await, support::grpc_sim(&fb).await);
+    let a = support::publishing_sim(true, &sim_flags(), cfg).await;
+    let b = support::publishing_sim(true, &sim_flags(), cfg).await;
     let gw = support::gateway(&[&a, &b], &[]).await;
     support::eventually("both subscribed", || async {
         gw.logs().matches("kv events: subscribed").count() == 2

@@ -130,6 +130,26 @@ pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
     panic!("no free range of {count} ports for a sim fleet");
 }
 
+/// A sim (`--grpc-mode` if `grpc`) with `flags`, publishing KV events at a port found free a
+/// moment before (`events(port)` is its `--kv-events-config`): a ZMQ endpoint cannot be port 0,
+/// so a port another test's socket took since is given up for another.
+pub async fn publishing_sim(grpc: bool, flags: &[&str], events: impl Fn(u16) -> String) -> Proc {
+    for _ in 0..10 {
+        let config = events(free_port());
+        let mut all = flags.to_vec();
+        all.extend(["--kv-events-config", config.as_str()]);
+        let started = if grpc {
+            try_grpc_sim(&all).await
+        } else {
+            try_sim(&all).await
+        };
+        if let Ok(sim) = started {
+            return sim;
+        }
+    }
+    panic!("no free KV event port in 10 tries ({flags:?})");
+}
+
 /// A simulated SGLang worker in `--grpc-mode` with extra flags: `url` is its `grpc://` address
 /// (for `--worker-urls`), `metrics_url` its HTTP side port (`/metrics`, `/sim/faults`,
 /// `/sim/requests`, `/v1/loads`: what the HTTP helpers read).
