@@ -1,15 +1,18 @@
 //! The piece cache: pieces' ids kept within a byte budget, recently used first.
 
+mod front;
 mod generation;
 mod key;
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
+use front::Front;
 use generation::{Generation, Ids};
-use key::Key;
+use key::{Key, ShortKey};
 
-/// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead).
+/// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead;
+/// the front table's fixed 96 KiB besides).
 pub(super) const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// What one entry costs besides its key and ids, at most: the map slot and two heap blocks' headers
 /// (a short piece's key and a one-id piece's ids are in the slot).
@@ -28,6 +31,8 @@ pub(super) struct TwoGenerations {
     pub(super) previous: Generation,
     pub(super) current_bytes: usize,
     pub(super) previous_bytes: usize,
+    /// One-id short pieces, looked up before the maps.
+    front: Front,
     /// Hashes of long segments seen once: only those seen again are cached whole, so unique
     /// long prompts do not fill the cache with entries that are never hit.
     seen: HashSet<u64, Hasher>,
@@ -46,12 +51,28 @@ impl TwoGenerations {
     }
 
     /// Appends the ids of `piece` to `out` if it is cached.
+    #[inline]
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
+        // The common case inline, in the caller's loop; the maps behind a call.
+        if let Some(id) = ShortKey::new(piece).and_then(|k| self.front.get(k)) {
+            out.push(id);
+            return true;
+        }
+        self.copy_from_maps(piece, out)
+    }
+
+    #[inline(never)]
+    fn copy_from_maps(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         let key = Key::of(piece);
         if let Some(ids) = self.current.get(key) {
             // Most words are one id: pushed, not copied by a call to `memcpy`.
             match ids {
-                Ids::One(id) => out.push(*id),
+                Ids::One(id) => {
+                    out.push(*id);
+                    if let Key::Short(short) = key {
+                        self.front.put(short, *id);
+                    }
+                }
                 Ids::Many(ids) => out.extend_from_slice(ids),
             }
             return true;
@@ -94,6 +115,9 @@ impl TwoGenerations {
             self.current_bytes = 0;
         }
         self.current_bytes += bytes;
+        if let (Key::Short(short), Ids::One(id)) = (key, &ids) {
+            self.front.put(short, *id);
+        }
         // Two threads that missed the same piece both insert it: count it once.
         if let Some(replaced) = self.current.insert(key, ids) {
             self.current_bytes -= entry_bytes(piece_len, replaced.len());

@@ -27,9 +27,22 @@ impl Key<'_> {
 }
 
 impl ShortKey {
+    /// A key no piece has (its length byte is over `SHORT_MAX`): an empty slot's.
+    pub const NONE: ShortKey = ShortKey {
+        lo: 0,
+        hi: u64::MAX,
+    };
+
+    /// The key's two words.
+    #[inline]
+    pub fn words(self) -> (u64, u64) {
+        (self.lo, self.hi)
+    }
+
     /// The piece's bytes in place, read as at most two words (overlapping unless the length is
     /// a whole number of them) rather than byte by byte or through a `memcpy` call.
-    fn new(piece: &[u8]) -> Option<ShortKey> {
+    #[inline]
+    pub fn new(piece: &[u8]) -> Option<ShortKey> {
         let len = piece.len();
         // The eight and the four bytes from `at`, as integers (little-endian).
         let word = |at: usize| {
