@@ -217,6 +217,20 @@ fn bench_index(cr: &mut Criterion) {
         g.bench_function(BenchmarkId::new("insert_2176", size), |b| {
             b.iter(|| idx.insert(black_box(&hashes), WorkerId(2)))
         });
+        // Prompts never seen before into the full index: each page is a new entry and pushes
+        // out an old one (a stream of unique long prompts). Enough distinct prompts that each
+        // has left the index before it comes round again.
+        let unique: Vec<Vec<u64>> = (0..(2 * size / 2176 + 64) as u32)
+            .map(|i| idx.page_hashes(&prompt(GROUPS + 1 + i, i)))
+            .collect();
+        let mut next = unique.iter().cycle();
+        g.bench_function(BenchmarkId::new("insert_unique_2176", size), |b| {
+            b.iter(|| {
+                if let Some(hashes) = next.next() {
+                    idx.insert(black_box(hashes), WorkerId(3));
+                }
+            })
+        });
     }
     g.finish();
 }

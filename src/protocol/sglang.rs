@@ -116,7 +116,9 @@ impl GenerateRequest<'_> {
     /// The JSON body: `input_ids` first, by `token_ids` (thousands of them in a long prompt),
     /// then the derived fields.
     pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
-        let mut body = Vec::with_capacity(512 + 7 * self.input_ids.len());
+        // What `write_json` reserves for the ids (up to seven digits and a comma each), and room
+        // for the other fields: the body is never grown (and copied) on the way.
+        let mut body = Vec::with_capacity(512 + 8 * self.input_ids.len());
         body.extend_from_slice(b"{\"input_ids\":");
         token_ids::write_json(&mut body, self.input_ids);
         let rest = body.len();
