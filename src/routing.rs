@@ -5,6 +5,7 @@ pub mod cache_aware;
 mod cached;
 pub mod config;
 pub mod consistent_hash;
+mod page_table;
 pub mod pd;
 pub mod power_of_two;
 pub mod prefix_cost;

@@ -25,30 +25,30 @@
 //!   atomic read-modify-writes that wait for every earlier load, so a lock per page made the
 //!   pages' cache misses into the map one after another; grouped, the
 //!   misses within a shard overlap (`benches/routing.rs`; docs/benchmarks.md has the figures).
+//!   The map is a `page_table`, whose slots can be read ahead by key: an insert reads its
+//!   pages' slots in one loop first, and eviction goes in batches whose slots are read the
+//!   same way, so a stream of unique prompts (every page new, each pushing out an old one)
+//!   waits on overlapping misses rather than on one miss after another.
 //! - **Budget.** `max_tokens` bounds the (page, worker) entries × `page_size`, split evenly over
 //!   the shards. Each shard evicts by CLOCK (`recency`): entries not inserted again since the
 //!   sweep last passed go first. A prompt's pages are inserted deepest first, so within one
 //!   prompt the tail ages out before the shared head, like leaves before inner nodes in a
 //!   radix tree.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::{Mutex, MutexGuard};
 
-use smallvec::SmallVec;
+use smallvec::{smallvec, SmallVec};
 
+use super::page_table::PageTable;
 use super::recency::Recency;
-use crate::workers::page_key::PassThrough;
 pub use crate::workers::page_key::{hash_page, mix64};
 use crate::workers::WorkerId;
 
 /// Enough shards that 2 to 64 request tasks rarely meet on one lock.
 const SHARDS: usize = 32;
 
-/// Page key → (worker, its slot in the shard's recency), sorted by worker; up to two
-/// holders stored inline. A `u32` slot makes a map entry 32 bytes, so a lookup touches one
-/// cache line, not two (48-byte entries straddle lines).
-type PageMap = HashMap<u64, SmallVec<[(WorkerId, u32); 2]>, BuildHasherDefault<PassThrough>>;
+/// Entries evicted per batch: enough misses in flight to fill the core's miss buffers.
+const EVICT_BATCH: usize = 32;
 
 /// How big the index is right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,15 +63,27 @@ pub struct IndexSize {
 
 #[derive(Default)]
 struct Shard {
-    /// Page key → the workers holding it, sorted by id, each with its recency slot.
-    pages: PageMap,
+    /// Page key → the workers holding it, sorted by id, each with its recency slot (a `u32`,
+    /// so that a slot of the table is 32 bytes and a lookup touches one cache line).
+    pages: PageTable,
     /// Also counts the entries.
     recency: Recency,
 }
 
 impl Shard {
     fn touch(&mut self, key: u64, worker: WorkerId) {
-        let holders = self.pages.entry(key).or_default();
+        let Some(at) = self.pages.find(key) else {
+            let slot = self.recency.alloc(key, worker);
+            // Slots are reused, so there are never more than entries (bounded below 2³²).
+            match u32::try_from(slot) {
+                Ok(s) => self.pages.insert_new(key, smallvec![(worker, s)]),
+                Err(_) => self.recency.release(slot),
+            }
+            return;
+        };
+        let Some(holders) = self.pages.holders_mut(at) else {
+            return;
+        };
         match holders.binary_search_by_key(&worker, |e| e.0) {
             Ok(i) => {
                 if let Some(e) = holders.get(i) {
@@ -80,27 +92,33 @@ impl Shard {
             }
             Err(i) => {
                 let slot = self.recency.alloc(key, worker);
-                // Slots are reused, so there are never more than entries (bounded below 2³²).
                 match u32::try_from(slot) {
                     Ok(s) => holders.insert(i, (worker, s)),
                     Err(_) => self.recency.release(slot),
-                }
-                if holders.is_empty() {
-                    self.pages.remove(&key);
                 }
             }
         }
     }
 
+    /// Evicts down to `target` entries, a batch at a time: the sweep picks a batch of victims,
+    /// their pages' slots are read ahead together (`PageTable::warm`), then each is removed.
     fn evict_to(&mut self, target: usize) {
-        while self.recency.len() > target {
-            let Some((key, worker)) = self.recency.evict_one() else {
-                break;
-            };
-            if let Some(holders) = self.pages.get_mut(&key) {
-                holders.retain(|e| e.0 != worker);
-                if holders.is_empty() {
-                    self.pages.remove(&key);
+        let mut victims: SmallVec<[(u64, WorkerId); EVICT_BATCH]> = SmallVec::new();
+        loop {
+            victims.clear();
+            while victims.len() < EVICT_BATCH && self.recency.len() > target {
+                match self.recency.evict_one() {
+                    Some(victim) => victims.push(victim),
+                    None => break,
+                }
+            }
+            if victims.is_empty() {
+                return;
+            }
+            self.pages.warm(victims.iter().map(|v| v.0));
+            for &(key, worker) in &victims {
+                if let Some(at) = self.pages.find(key) {
+                    self.pages.remove_holder(at, worker);
                 }
             }
         }
@@ -108,7 +126,7 @@ impl Shard {
 
     fn retain_workers(&mut self, keep: &dyn Fn(WorkerId) -> bool) {
         let recency = &mut self.recency;
-        self.pages.retain(|_, holders| {
+        self.pages.retain(|holders| {
             holders.retain(|e| {
                 let kept = keep(e.0);
                 if !kept {
@@ -128,6 +146,9 @@ pub struct PrefixIndex {
     /// Inline eviction starts above this many entries per shard: the budget itself, or twice
     /// it when a periodic sweep (`evict`) is the primary mechanism, as in SMG.
     shard_ceiling: usize,
+    /// Where eviction during an insert stops: a little under the budget, so that it runs in
+    /// batches every so many new entries (`Shard::evict_to`), not one entry per new one.
+    shard_low_water: usize,
     shards: Box<[Mutex<Shard>]>,
 }
 
@@ -141,6 +162,7 @@ impl PrefixIndex {
             page_size,
             shard_budget,
             shard_ceiling: shard_budget,
+            shard_low_water: shard_budget - (shard_budget / 64).clamp(1, EVICT_BATCH) + 1,
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
         }
     }
@@ -246,7 +268,7 @@ impl PrefixIndex {
         let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
         shard
             .pages
-            .get(&key)
+            .get(key)
             .map(|holders| holders.iter().map(|e| e.0).collect())
             .unwrap_or_default()
     }
@@ -255,13 +277,14 @@ impl PrefixIndex {
     pub fn insert(&self, hashes: &[u64], worker: WorkerId) {
         let order = ShardOrder::new(hashes);
         for (mut shard, pages) in self.by_shard(&order) {
+            shard.pages.warm(pages.iter().map(|&page| hashes[page]));
             // Deepest first. Each shard has its own recency, so its pages in reverse page
             // order leave it as inserting the whole prompt deepest first would.
             for &page in pages.iter().rev() {
                 let key = hashes[page];
                 shard.touch(key, worker);
                 if shard.recency.len() > self.shard_ceiling {
-                    shard.evict_to(self.shard_budget);
+                    shard.evict_to(self.shard_low_water);
                 }
             }
         }

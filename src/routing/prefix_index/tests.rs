@@ -78,7 +78,7 @@ fn insert_one_by_one(idx: &PrefixIndex, hashes: &[u64], worker: WorkerId) {
         let mut shard = idx.shards[shard_of(*key)].lock().unwrap();
         shard.touch(*key, worker);
         if shard.recency.len() > idx.shard_ceiling {
-            shard.evict_to(idx.shard_budget);
+            shard.evict_to(idx.shard_low_water);
         }
     }
 }
@@ -89,7 +89,7 @@ fn match_one_by_one(idx: &PrefixIndex, hashes: &[u64]) -> Vec<(WorkerId, usize)>
     let mut out: Vec<(WorkerId, usize)> = Vec::new();
     for (depth, key) in hashes.iter().enumerate() {
         let shard = idx.shards[shard_of(*key)].lock().unwrap();
-        let Some(holders) = shard.pages.get(key) else {
+        let Some(holders) = shard.pages.get(*key) else {
             break;
         };
         if depth == 0 {
