@@ -17,7 +17,7 @@ use std::hash::BuildHasher;
 
 use smallvec::SmallVec;
 
-pub use crate::workers::page_key::mix64;
+use crate::workers::page_key::mix64;
 use crate::workers::WorkerId;
 
 /// The workers holding a page, sorted by worker, each with its recency slot; up to two inline.

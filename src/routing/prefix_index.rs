@@ -37,18 +37,14 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 
-use super::page_table::PageTable;
-use super::recency::Recency;
 pub use crate::workers::page_key::{hash_page, mix64};
 use crate::workers::WorkerId;
+use shard::{Shard, EVICT_BATCH};
 
 /// Enough shards that 2 to 64 request tasks rarely meet on one lock.
 const SHARDS: usize = 32;
-
-/// Entries evicted per batch: enough misses in flight to fill the core's miss buffers.
-const EVICT_BATCH: usize = 32;
 
 /// How big the index is right now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,84 +55,6 @@ pub struct IndexSize {
     pub entries: usize,
     /// `entries × page_size`: the figure the token budget bounds.
     pub tokens: usize,
-}
-
-#[derive(Default)]
-struct Shard {
-    /// Page key → the workers holding it, sorted by id, each with its recency slot (a `u32`,
-    /// so that a slot of the table is 32 bytes and a lookup touches one cache line).
-    pages: PageTable,
-    /// Also counts the entries.
-    recency: Recency,
-}
-
-impl Shard {
-    fn touch(&mut self, key: u64, worker: WorkerId) {
-        let Some(at) = self.pages.find(key) else {
-            let slot = self.recency.alloc(key, worker);
-            // Slots are reused, so there are never more than entries (bounded below 2³²).
-            match u32::try_from(slot) {
-                Ok(s) => self.pages.insert_new(key, smallvec![(worker, s)]),
-                Err(_) => self.recency.release(slot),
-            }
-            return;
-        };
-        let Some(holders) = self.pages.holders_mut(at) else {
-            return;
-        };
-        match holders.binary_search_by_key(&worker, |e| e.0) {
-            Ok(i) => {
-                if let Some(e) = holders.get(i) {
-                    self.recency.touch(e.1 as usize);
-                }
-            }
-            Err(i) => {
-                let slot = self.recency.alloc(key, worker);
-                match u32::try_from(slot) {
-                    Ok(s) => holders.insert(i, (worker, s)),
-                    Err(_) => self.recency.release(slot),
-                }
-            }
-        }
-    }
-
-    /// Evicts down to `target` entries, a batch at a time: the sweep picks a batch of victims,
-    /// their pages' slots are read ahead together (`PageTable::warm`), then each is removed.
-    fn evict_to(&mut self, target: usize) {
-        let mut victims: SmallVec<[(u64, WorkerId); EVICT_BATCH]> = SmallVec::new();
-        loop {
-            victims.clear();
-            while victims.len() < EVICT_BATCH && self.recency.len() > target {
-                match self.recency.evict_one() {
-                    Some(victim) => victims.push(victim),
-                    None => break,
-                }
-            }
-            if victims.is_empty() {
-                return;
-            }
-            self.pages.warm(victims.iter().map(|v| v.0));
-            for &(key, worker) in &victims {
-                if let Some(at) = self.pages.find(key) {
-                    self.pages.remove_holder(at, worker);
-                }
-            }
-        }
-    }
-
-    fn retain_workers(&mut self, keep: &dyn Fn(WorkerId) -> bool) {
-        let recency = &mut self.recency;
-        self.pages.retain(|holders| {
-            holders.retain(|e| {
-                let kept = keep(e.0);
-                if !kept {
-                    recency.release(e.1 as usize);
-                }
-                kept
-            });
-            !holders.is_empty()
-        });
-    }
 }
 
 pub struct PrefixIndex {
@@ -281,12 +199,17 @@ impl PrefixIndex {
             // Deepest first. Each shard has its own recency, so its pages in reverse page
             // order leave it as inserting the whole prompt deepest first would.
             for &page in pages.iter().rev() {
-                let key = hashes[page];
-                shard.touch(key, worker);
-                if shard.recency.len() > self.shard_ceiling {
-                    shard.evict_to(self.shard_low_water);
-                }
+                self.add(&mut shard, hashes[page], worker);
             }
+        }
+    }
+
+    /// Records that `worker` holds page `key` in its shard (locked), evicting a batch past the
+    /// ceiling.
+    fn add(&self, shard: &mut Shard, key: u64, worker: WorkerId) {
+        shard.touch(key, worker);
+        if shard.recency.len() > self.shard_ceiling {
+            shard.evict_to(self.shard_low_water);
         }
     }
 
@@ -400,5 +323,6 @@ pub fn pages_for(matches: &[(WorkerId, usize)], id: WorkerId) -> usize {
         .map_or(0, |e| e.1)
 }
 
+mod shard;
 #[cfg(test)]
 mod tests;

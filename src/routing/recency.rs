@@ -29,7 +29,7 @@ pub(super) struct Recency {
 
 impl Recency {
     /// A slot for a new entry, unreferenced.
-    pub(super) fn alloc(&mut self, key: u64, worker: WorkerId) -> usize {
+    fn alloc(&mut self, key: u64, worker: WorkerId) -> usize {
         let i = match self.free.pop() {
             Some(i) => {
                 if let Some(s) = self.slots.get_mut(i) {
@@ -46,6 +46,17 @@ impl Recency {
         self.referenced.set(i, false);
         self.len += 1;
         i
+    }
+
+    /// [`Recency::alloc`] as the index stores a slot, a `u32`; none (and nothing allocated) past
+    /// 2³² slots, which cannot happen as slots are reused and entries stay under the budget.
+    pub(super) fn alloc_u32(&mut self, key: u64, worker: WorkerId) -> Option<u32> {
+        let slot = self.alloc(key, worker);
+        let small = u32::try_from(slot).ok();
+        if small.is_none() {
+            self.release(slot);
+        }
+        small
     }
 
     /// Entries held.

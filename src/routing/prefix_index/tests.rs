@@ -76,10 +76,7 @@ fn periodic_mode_overshoots_until_swept() {
 fn insert_one_by_one(idx: &PrefixIndex, hashes: &[u64], worker: WorkerId) {
     for key in hashes.iter().rev() {
         let mut shard = idx.shards[shard_of(*key)].lock().unwrap();
-        shard.touch(*key, worker);
-        if shard.recency.len() > idx.shard_ceiling {
-            shard.evict_to(idx.shard_low_water);
-        }
+        idx.add(&mut shard, *key, worker);
     }
 }
 

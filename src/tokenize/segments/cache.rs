@@ -9,7 +9,7 @@ use std::hash::BuildHasher;
 
 use front::Front;
 use generation::{Generation, Ids};
-use key::{Key, ShortKey};
+use key::Key;
 
 /// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead;
 /// the front table's fixed 96 KiB besides).
@@ -54,16 +54,16 @@ impl TwoGenerations {
     #[inline]
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         // The common case inline, in the caller's loop; the maps behind a call.
-        if let Some(id) = ShortKey::new(piece).and_then(|k| self.front.get(k)) {
+        let key = Key::of(piece);
+        if let Some(id) = key.short().and_then(|k| self.front.get(k)) {
             out.push(id);
             return true;
         }
-        self.copy_from_maps(piece, out)
+        self.copy_from_maps(piece, key, out)
     }
 
     #[inline(never)]
-    fn copy_from_maps(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        let key = Key::of(piece);
+    fn copy_from_maps(&mut self, piece: &[u8], key: Key<'_>, out: &mut Vec<u32>) -> bool {
         if let Some(ids) = self.current.get(key) {
             // Most words are one id: pushed, not copied by a call to `memcpy`.
             match ids {

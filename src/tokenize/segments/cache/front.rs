@@ -70,10 +70,8 @@ mod tests {
     use super::*;
 
     fn short(piece: &str) -> ShortKey {
-        match Key::of(piece.as_bytes()) {
-            Key::Short(k) => k,
-            Key::Long(_) => panic!("{piece:?} is not short"),
-        }
+        let key = Key::of(piece.as_bytes()).short();
+        key.unwrap_or_else(|| panic!("{piece:?} is not short"))
     }
 
     #[test]

@@ -21,8 +21,18 @@ pub enum Key<'a> {
 }
 
 impl Key<'_> {
+    #[inline]
     pub fn of(piece: &[u8]) -> Key<'_> {
         ShortKey::new(piece).map_or(Key::Long(piece), Key::Short)
+    }
+
+    /// The key if the piece is short.
+    #[inline]
+    pub fn short(self) -> Option<ShortKey> {
+        match self {
+            Key::Short(k) => Some(k),
+            Key::Long(_) => None,
+        }
     }
 }
 
@@ -42,7 +52,7 @@ impl ShortKey {
     /// The piece's bytes in place, read as at most two words (overlapping unless the length is
     /// a whole number of them) rather than byte by byte or through a `memcpy` call.
     #[inline]
-    pub fn new(piece: &[u8]) -> Option<ShortKey> {
+    fn new(piece: &[u8]) -> Option<ShortKey> {
         let len = piece.len();
         // The eight and the four bytes from `at`, as integers (little-endian).
         let word = |at: usize| {
