@@ -184,8 +184,20 @@ impl PageTable {
         std::hint::black_box(seen);
     }
 
+    /// Makes room for `pages` pages without growing again.
+    pub fn reserve(&mut self, pages: usize) {
+        let slots = (pages.saturating_mul(8) / 5 + 1).next_power_of_two();
+        if slots > self.slots.len() {
+            self.rehash_into(slots);
+        }
+    }
+
     fn grow(&mut self) {
-        let bigger = PageTable::with_slots(2 * self.slots.len(), self.seed);
+        self.rehash_into(2 * self.slots.len());
+    }
+
+    fn rehash_into(&mut self, slots: usize) {
+        let bigger = PageTable::with_slots(slots, self.seed);
         let old = std::mem::replace(self, bigger);
         for slot in old.slots.into_vec() {
             if !slot.holders.is_empty() {
@@ -259,6 +271,31 @@ mod tests {
                 }
             }
             assert!(5 * table.slots.len() >= 8 * table.len());
+        }
+    }
+
+    #[test]
+    fn reserve_keeps_the_pages_and_makes_room_without_growing() {
+        let mut table = PageTable::with_slots(16, 3);
+        for key in 0..9 {
+            table.insert_new(key, smallvec![(WorkerId(1), key as u32)]);
+        }
+        table.reserve(1_000);
+        let slots = table.slots.len();
+        assert!(slots >= 1_600, "{slots}");
+        table.reserve(10);
+        assert_eq!(table.slots.len(), slots, "reserve never shrinks");
+        for key in 9..1_000 {
+            table.insert_new(key, smallvec![(WorkerId(1), key as u32)]);
+        }
+        assert_eq!(
+            table.slots.len(),
+            slots,
+            "1,000 pages fit in what was reserved"
+        );
+        assert_eq!(table.len(), 1_000);
+        for key in 0..1_000 {
+            assert_eq!(table.get(key).map(|h| h[0].1), Some(key as u32));
         }
     }
 

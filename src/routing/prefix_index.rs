@@ -70,6 +70,11 @@ pub struct PrefixIndex {
     shards: Box<[Mutex<Shard>]>,
 }
 
+/// A shard's tables are sized up front for at most this many entries (512 KiB of pages and
+/// 160 KiB of recency, 21 MiB for all shards: the default budget's share, 8,193 entries, fits),
+/// so that a filling index does not rehash its way up; a larger budget grows past it on demand.
+const UP_FRONT_ENTRIES: usize = 10_000;
+
 impl PrefixIndex {
     /// `max_tokens` bounds the stored (page, worker) entries × `page_size`.
     pub fn new(page_size: usize, max_tokens: usize) -> PrefixIndex {
@@ -194,7 +199,9 @@ impl PrefixIndex {
     /// Records that `worker` now holds these pages.
     pub fn insert(&self, hashes: &[u64], worker: WorkerId) {
         let order = ShardOrder::new(hashes);
+        let up_front = (self.shard_ceiling + 1).min(UP_FRONT_ENTRIES);
         for (mut shard, pages) in self.by_shard(&order) {
+            shard.reserve(up_front);
             shard.pages.warm(pages.iter().map(|&page| hashes[page]));
             // Deepest first. Each shard has its own recency, so its pages in reverse page
             // order leave it as inserting the whole prompt deepest first would.

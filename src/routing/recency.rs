@@ -59,6 +59,13 @@ impl Recency {
         small
     }
 
+    /// Makes room for `entries` slots without growing again.
+    pub(super) fn reserve(&mut self, entries: usize) {
+        self.slots.reserve(entries.saturating_sub(self.slots.len()));
+        self.used.reserve(entries);
+        self.referenced.reserve(entries);
+    }
+
     /// Entries held.
     pub(super) fn len(&self) -> usize {
         self.len
@@ -108,6 +115,11 @@ impl Recency {
 struct Bits(Vec<u64>);
 
 impl Bits {
+    fn reserve(&mut self, bits: usize) {
+        self.0
+            .reserve(bits.div_ceil(64).saturating_sub(self.0.len()));
+    }
+
     #[inline]
     fn get(&self, i: usize) -> bool {
         self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)

@@ -19,6 +19,13 @@ pub(super) struct Shard {
 }
 
 impl Shard {
+    /// Room for `entries` entries, so that a filling index does not rehash and copy its
+    /// tables (and fault in fresh pages for each copy) as it grows.
+    pub(super) fn reserve(&mut self, entries: usize) {
+        self.pages.reserve(entries);
+        self.recency.reserve(entries);
+    }
+
     /// `worker` holds page `key`: a new entry, or the old one marked as used again.
     pub(super) fn touch(&mut self, key: u64, worker: WorkerId) {
         let Some(at) = self.pages.find(key) else {
