@@ -7,6 +7,7 @@ mod prompt;
 mod request;
 mod response;
 pub mod responses;
+pub mod sampling_aside;
 mod tools;
 
 pub use prompt::Prompt;

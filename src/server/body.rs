@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use super::limits::json_items_over;
 use super::AppState;
 use crate::error::GatewayError;
-use crate::protocol::openai::{Sampling, WithSampling};
+use crate::protocol::openai::sampling_aside::{TakeSampling, Taken};
+use crate::protocol::openai::WithSampling;
 use crate::tokenize::OFF_THREAD_BYTES;
 
 /// The raw body of a JSON request.
@@ -58,31 +59,34 @@ impl FromRequest<Arc<AppState>> for JsonBytes {
 }
 
 /// Parses an OpenAI request, its sampling fields and the names of its extensions (top-level
-/// fields neither knows).
+/// fields neither knows), in one pass over the body when it is well formed.
 pub fn parse_request<T: WithSampling>(bytes: &[u8]) -> Result<T, GatewayError> {
     let mut extensions = Vec::new();
+    let mut taken = Taken::default();
     let text = std::str::from_utf8(bytes).ok();
     let parsed = text.and_then(|text| {
         let de = &mut serde_json::Deserializer::from_str(text);
-        serde_ignored::deserialize(&mut *de, |path| {
+        serde_ignored::deserialize(TakeSampling::new(&mut *de, &mut taken), |path| {
             if let serde_ignored::Path::Map {
                 parent: serde_ignored::Path::Root,
                 key,
             } = path
             {
-                if !Sampling::FIELDS.contains(&key.as_str()) {
-                    extensions.push(key.clone());
-                }
+                extensions.push(key.clone());
             }
         })
         .and_then(|req: T| de.end().map(|()| req))
         .ok()
     });
-    let mut req = match parsed {
-        Some(req) => req,
-        None => parse_naming_the_field(bytes)?,
+    // A body that failed is parsed again, the slow way, for an error that names the field.
+    let (mut req, sampling) = match parsed {
+        Some(req) => match taken.sampling() {
+            Ok(sampling) => (req, sampling),
+            Err(_) => (req, parse_naming_the_field(bytes)?),
+        },
+        None => (parse_naming_the_field(bytes)?, parse_checked(text, bytes)?),
     };
-    req.set_sampling(parse_checked(text, bytes)?, extensions);
+    req.set_sampling(sampling, extensions);
     Ok(req)
 }
 
