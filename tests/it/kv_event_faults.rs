@@ -14,16 +14,15 @@ async fn a_restarted_publisher_replaces_the_view() {
     let Some(py) = support::python::interpreter() else {
         return;
     };
-    let (port, replay) = (support::free_port(), support::free_port());
-    let mut first = Publisher::start(&py, port, Some(replay));
-    let (_a, b, gw) = fleet_with_publisher(port, Some(replay), &[]).await;
+    let (mut first, port, replay) = Publisher::start_free(&py, true);
+    let (_a, b, gw) = fleet_with_publisher(port, replay, &[]).await;
     wait_subscribed(&gw).await;
     first.store(&[prompt(1, 100), prompt(2, 100)]);
     support::eventually("12 blocks", || async { blocks(&gw, &b).await == 12.0 }).await;
     drop(first);
     // The new engine starts empty and at seq 0; its first batch may go out before the gateway
     // reconnects (the replay buffer has it).
-    let mut second = Publisher::start(&py, port, Some(replay));
+    let mut second = Publisher::start(&py, port, replay);
     second.store(&[prompt(3, 100)]);
     support::eventually("only the new publisher's blocks", || async {
         blocks(&gw, &b).await == 6.0
@@ -39,10 +38,9 @@ async fn lost_batches_are_replayed_or_the_view_falls_back() {
     let Some(py) = support::python::interpreter() else {
         return;
     };
-    let (port, replay) = (support::free_port(), support::free_port());
-    let mut publisher = Publisher::start(&py, port, Some(replay));
+    let (mut publisher, port, replay) = Publisher::start_free(&py, true);
     let (_a, b, gw) =
-        fleet_with_publisher(port, Some(replay), &["--kv-events-rebuild-secs", "3600"]).await;
+        fleet_with_publisher(port, replay, &["--kv-events-rebuild-secs", "3600"]).await;
     wait_subscribed(&gw).await;
     publisher.store(&[prompt(1, 100)]);
     support::eventually("6 blocks", || async { blocks(&gw, &b).await == 6.0 }).await;

@@ -29,7 +29,27 @@ pub(crate) struct Publisher {
 }
 
 impl Publisher {
+    /// SGLang's publisher on ports found free a moment before (a ZMQ endpoint cannot be port 0):
+    /// a port another test took in between is given up for others. The ports it bound, too.
+    pub(crate) fn start_free(py: &str, with_replay: bool) -> (Publisher, u16, Option<u16>) {
+        for _ in 0..10 {
+            let port = support::free_port();
+            let replay = with_replay.then(support::free_port);
+            if let Some(publisher) = Publisher::try_start(py, port, replay) {
+                return (publisher, port, replay);
+            }
+        }
+        panic!("no free ports for the publisher in 10 tries");
+    }
+
+    /// SGLang's publisher on these ports (a restarted engine's, on its predecessor's).
     pub(crate) fn start(py: &str, port: u16, replay: Option<u16>) -> Publisher {
+        Publisher::try_start(py, port, replay)
+            .unwrap_or_else(|| panic!("the publisher could not bind {port} / {replay:?}"))
+    }
+
+    /// None when it exits before it is ready (its `bind` raises on a taken port).
+    fn try_start(py: &str, port: u16, replay: Option<u16>) -> Option<Publisher> {
         let mut child = Command::new(py)
             .arg(support::repo_path("tests/python/kv_events_oracle.py"))
             .args(["publish", &format!("tcp://*:{port}")])
@@ -42,13 +62,14 @@ impl Publisher {
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert!(line.contains("ready"), "publisher: {line:?}");
-        Publisher {
+        let _ = stdout.read_line(&mut line);
+        let publisher = Publisher {
             child,
             stdin,
             stdout,
-        }
+        };
+        // Dropping it kills the process.
+        line.contains("ready").then_some(publisher)
     }
 
     pub(crate) fn cmd(&mut self, cmd: Value) {
@@ -126,12 +147,11 @@ pub(crate) async fn fleet_with_publisher(
     (a, b, gw)
 }
 
-#[tokio::test]
-async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
-    let Some(py) = support::python::interpreter() else {
-        return;
-    };
-    for version in ["0.5.9", "0.5.23"] {
+/// A sim of `version` publishing KV events and a replay endpoint, on ports found free a moment
+/// before (ZMQ endpoints cannot be port 0): ports taken in between are given up for others.
+/// Also its `--kv-events-config` and the two ports.
+async fn sim_publishing_with_replay(version: &str) -> (Proc, String, u16, u16) {
+    for _ in 0..10 {
         let (port, replay) = (support::free_port(), support::free_port());
         let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"),
             "replay_endpoint": format!("tcp://127.0.0.1:{replay}"), "bind": true})
@@ -139,7 +159,20 @@ async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
         let mut flags = sim_flags();
         flags.extend(["--kv-capacity-tokens", "1024", "--sglang-version", version]);
         flags.extend(["--kv-events-config", cfg.as_str()]);
-        let sim = support::sim(&flags).await;
+        if let Ok(sim) = support::try_sim(&flags).await {
+            return (sim, cfg, port, replay);
+        }
+    }
+    panic!("no free KV event ports in 10 tries");
+}
+
+#[tokio::test]
+async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    for version in ["0.5.9", "0.5.23"] {
+        let (sim, cfg, port, replay) = sim_publishing_with_replay(version).await;
         let info = support::get_json(&format!("{}/server_info", sim.url)).await;
         assert_eq!(info["kv_events_config"], json!(cfg));
         let summary = support::python::run(
@@ -172,8 +205,7 @@ async fn sglangs_publisher_steers_routing() {
     let Some(py) = support::python::interpreter() else {
         return;
     };
-    let port = support::free_port();
-    let mut publisher = Publisher::start(&py, port, None);
+    let (mut publisher, port, _) = Publisher::start_free(&py, false);
     let (a, b, gw) = fleet_with_publisher(port, None, &[]).await;
     wait_subscribed(&gw).await;
     let hot: Vec<Vec<u32>> = (0..4).map(|i| prompt(i, 100)).collect();

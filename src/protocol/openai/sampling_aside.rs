@@ -179,6 +179,35 @@ mod tests {
         assert_eq!(taken.sampling().unwrap().n, Some(2));
     }
 
+    /// `FIELDS` decides which keys reach `Sampling`: a field missing from it would be dropped.
+    #[test]
+    fn the_taken_keys_are_all_of_samplings_fields() {
+        struct Fields(Vec<&'static str>);
+        impl<'de> Deserializer<'de> for &mut Fields {
+            type Error = de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(de::Error::custom("only a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0 = fields.to_vec();
+                Err(de::Error::custom("seen"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut seen = Fields(Vec::new());
+        assert!(Sampling::deserialize(&mut seen).is_err());
+        assert_eq!(seen.0, Sampling::FIELDS);
+    }
+
     #[test]
     fn a_key_with_escapes_still_matches() {
         let (_, taken) =
