@@ -12,6 +12,9 @@
 #        in COMPARE_SYSTEMS), to compare a change with the build before it in one run
 #        COMPARE_BIN (a `switchboard` binary, default target/release/switchboard): runs every
 #        run's sims and the `switchboard-<policy>` systems, e.g. a quicker build without LTO
+#        COMPARE_LOAD (a `load` bench binary, default: `cargo bench --bench load --no-run`'s):
+#        the load generator, e.g. one already built, so that comparing two builds of a changed
+#        tree does not rebuild it
 #
 # With taskset and ≥ 2 cores: gateways on core 0; workers and the load generator on core 1.
 set -euo pipefail
@@ -50,7 +53,7 @@ fi
 
 # --- our binaries --------------------------------------------------------------------------------
 cd "$ROOT"
-LOAD=$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+LOAD=${COMPARE_LOAD:-$(cargo bench --bench load --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)}
 [[ -x $LOAD ]] || { echo "compare: cannot build the load bench" >&2; exit 1; }
 SB=${COMPARE_BIN:-$ROOT/target/release/switchboard}
 # shellcheck source=common/sims.sh
