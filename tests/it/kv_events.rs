@@ -241,12 +241,25 @@ async fn sim_events_make_predictions_exact() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // Counted as each batch is applied (the blocks gauge is refreshed only every second).
+    let indexed = || async {
+        let text = support::metrics_text(&gw.url).await;
+        support::metric_sum(&text, "switchboard_kv_events_total")
+    };
+    let mut events = 0.0;
     for round in 0..3 {
         for group in 0..4 {
             // A shared 100-token head, then a question of its own.
             let mut ids = prompt(group, 100);
             ids.extend(prompt(50 + round * 4 + group, 21));
             generate(&gw, &ids).await;
+            // The next request of this group is routed on these events: they must have arrived
+            // (each request stores at least its own question's page).
+            support::eventually("the request's events applied", || async {
+                indexed().await > events
+            })
+            .await;
+            events = indexed().await;
         }
     }
     support::eventually("blocks indexed", || async {
