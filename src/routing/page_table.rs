@@ -165,13 +165,8 @@ impl PageTable {
 
     /// Keeps the pages for which `keep` (which may change the holders) says so and which still
     /// have holders.
-    pub fn retain(&mut self, mut keep: impl FnMut(&mut Holders) -> bool) {
-        let old = std::mem::replace(self, PageTable::with_slots(self.slots.len(), self.seed));
-        for mut slot in old.slots.into_vec() {
-            if !slot.holders.is_empty() && keep(&mut slot.holders) {
-                self.insert_new(slot.key, slot.holders);
-            }
-        }
+    pub fn retain(&mut self, keep: impl FnMut(&mut Holders) -> bool) {
+        self.rehash_into(self.slots.len(), keep);
     }
 
     /// Reads the home slot of each key: their cache misses overlap here, in a loop with nothing
@@ -188,19 +183,19 @@ impl PageTable {
     pub fn reserve(&mut self, pages: usize) {
         let slots = (pages.saturating_mul(8) / 5 + 1).next_power_of_two();
         if slots > self.slots.len() {
-            self.rehash_into(slots);
+            self.rehash_into(slots, |_| true);
         }
     }
 
     fn grow(&mut self) {
-        self.rehash_into(2 * self.slots.len());
+        self.rehash_into(2 * self.slots.len(), |_| true);
     }
 
-    fn rehash_into(&mut self, slots: usize) {
-        let bigger = PageTable::with_slots(slots, self.seed);
-        let old = std::mem::replace(self, bigger);
-        for slot in old.slots.into_vec() {
-            if !slot.holders.is_empty() {
+    /// Moves the pages `keep` keeps (and which still have holders) into a table of `slots`.
+    fn rehash_into(&mut self, slots: usize, mut keep: impl FnMut(&mut Holders) -> bool) {
+        let old = std::mem::replace(self, PageTable::with_slots(slots, self.seed));
+        for mut slot in old.slots.into_vec() {
+            if !slot.holders.is_empty() && keep(&mut slot.holders) {
                 self.insert_new(slot.key, slot.holders);
             }
         }

@@ -147,32 +147,26 @@ pub(crate) async fn fleet_with_publisher(
     (a, b, gw)
 }
 
-/// A sim of `version` publishing KV events and a replay endpoint, on ports found free a moment
-/// before (ZMQ endpoints cannot be port 0): ports taken in between are given up for others.
-/// Also its `--kv-events-config` and the two ports.
-async fn sim_publishing_with_replay(version: &str) -> (Proc, String, u16, u16) {
-    for _ in 0..10 {
-        let (port, replay) = (support::free_port(), support::free_port());
-        let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"),
-            "replay_endpoint": format!("tcp://127.0.0.1:{replay}"), "bind": true})
-        .to_string();
-        let mut flags = sim_flags();
-        flags.extend(["--kv-capacity-tokens", "1024", "--sglang-version", version]);
-        flags.extend(["--kv-events-config", cfg.as_str()]);
-        if let Ok(sim) = support::try_sim(&flags).await {
-            return (sim, cfg, port, replay);
-        }
-    }
-    panic!("no free KV event ports in 10 tries");
-}
-
 #[tokio::test]
 async fn every_sim_batch_decodes_with_sglangs_decoder_and_hashes() {
     let Some(py) = support::python::interpreter() else {
         return;
     };
     for version in ["0.5.9", "0.5.23"] {
-        let (sim, cfg, port, replay) = sim_publishing_with_replay(version).await;
+        // The config the sim took (the last one tried) and its two ports.
+        let chosen = std::cell::RefCell::new((String::new(), 0, 0));
+        let mut flags = sim_flags();
+        flags.extend(["--kv-capacity-tokens", "1024", "--sglang-version", version]);
+        let sim = support::publishing_sim(false, &flags, |port| {
+            let replay = support::free_port();
+            let cfg = json!({"publisher": "zmq", "endpoint": format!("tcp://127.0.0.1:{port}"),
+                "replay_endpoint": format!("tcp://127.0.0.1:{replay}"), "bind": true})
+            .to_string();
+            *chosen.borrow_mut() = (cfg.clone(), port, replay);
+            cfg
+        })
+        .await;
+        let (cfg, port, replay) = chosen.into_inner();
         let info = support::get_json(&format!("{}/server_info", sim.url)).await;
         assert_eq!(info["kv_events_config"], json!(cfg));
         let summary = support::python::run(
