@@ -62,7 +62,8 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
     let gw = crate::gateway::start(config)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), models = gw.state.models.len(), model = %gw.state.models.default_model().model.name, piece_cuts = gw.state.models.default_model().model.tokenizer.piece_cuts(), "switchboard listening");
+    let runtime = tokio::runtime::Handle::current();
+    tracing::info!(runtime = ?runtime.runtime_flavor(), threads = runtime.metrics().num_workers(), addr = %gw.addr, metrics = ?gw.metrics_addr, workers = gw.state.config.worker_urls.len(), models = gw.state.models.len(), model = %gw.state.models.default_model().model.name, piece_cuts = gw.state.models.default_model().model.tokenizer.piece_cuts(), "switchboard listening");
     // Printed before the main address: whoever waits for that line (tests) has both.
     if let Some(metrics) = gw.metrics_addr {
         println!("switchboard metrics listening on http://{metrics}");

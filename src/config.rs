@@ -29,6 +29,11 @@ pub struct ServeConfig {
     /// Port to listen on.
     #[arg(long, default_value_t = 30000)]
     pub port: u16,
+    /// Threads that serve requests. Default: one per CPU this process may use (its affinity and
+    /// cgroup quota). With 1, every task runs on the thread that polls the sockets (a
+    /// current-thread runtime: no cross-thread queues or wake-ups).
+    #[arg(long)]
+    pub worker_threads: Option<std::num::NonZeroUsize>,
     /// PEM certificate chain: the listener speaks HTTPS (with `--tls-key`). Omitted: plain HTTP.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

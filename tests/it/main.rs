@@ -61,4 +61,5 @@ mod tool_calls_gateway;
 mod traces;
 mod whole_answers;
 mod worker_addresses;
+mod worker_threads;
 mod workers_admin;

@@ -10,6 +10,16 @@ use crate::support::{self, scripted, MODEL};
 
 #[tokio::test]
 async fn tokens_already_read_from_the_worker_go_to_the_client_together() {
+    gathered(&[]).await;
+}
+
+/// The same on a gateway whose tasks all run on one thread (`--worker-threads 1`).
+#[tokio::test]
+async fn tokens_already_read_go_together_on_one_thread() {
+    gathered(&["--worker-threads", "1"]).await;
+}
+
+async fn gathered(flags: &[&str]) {
     let tok = switchboard::bundled::tokenizer().expect("tokenizer");
     let answer = "one two three four five six seven eight nine ten eleven twelve thirteen \
                   fourteen fifteen sixteen seventeen eighteen nineteen twenty";
@@ -20,7 +30,9 @@ async fn tokens_already_read_from_the_worker_go_to_the_client_together() {
     let reply: scripted::Reply =
         Arc::new(move |_: &Value| scripted::body(chunks.clone(), scripted::End::Done));
     let (worker, _) = scripted::worker(reply).await;
-    let gw = support::gateway(&[], &["--worker-urls", &worker]).await;
+    let mut args = vec!["--worker-urls", worker.as_str()];
+    args.extend_from_slice(flags);
+    let gw = support::gateway(&[], &args).await;
     support::ready(&gw).await;
     let body = json!({"model": MODEL, "max_tokens": ids.len(), "stream": true,
                       "messages": [{"role": "user", "content": "count"}]});
