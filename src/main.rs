@@ -67,8 +67,8 @@ fn main() -> ExitCode {
 
 /// One thread (asked for, or one CPU to run on: a pinned sidecar, a container with a one-core
 /// quota) is a current-thread runtime: every task runs on the thread that polls the sockets,
-/// without the multi-threaded scheduler's cross-thread queues and wake-ups (measured: ~8 % less
-/// CPU a request, `docs/benchmarks.md`). More: the multi-threaded one, a worker per thread.
+/// without the multi-threaded scheduler's cross-thread queues and wake-ups (~6 % less CPU a
+/// non-streaming request, `docs/benchmarks.md`). More threads: the multi-threaded runtime.
 fn runtime(threads: Option<NonZeroUsize>) -> std::io::Result<tokio::runtime::Runtime> {
     let threads = threads
         .or_else(|| std::thread::available_parallelism().ok())
