@@ -15,6 +15,8 @@
 #        COMPARE_LOAD (a `load` bench binary, default: `cargo bench --bench load --no-run`'s):
 #        the load generator, e.g. one already built, so that comparing two builds of a changed
 #        tree does not rebuild it
+#        COMPARE_LOAD_ARGS (none): load-generator flags after the scenario's, which they override,
+#        e.g. `--rate 350` (an open loop: every system gets the same arrivals)
 #
 # With taskset and ≥ 2 cores: gateways on core 0; workers and the load generator on core 1.
 set -euo pipefail
@@ -23,6 +25,8 @@ SCENARIO=${1:-nonstream}
 REPS=${2:-3}
 SECS=${COMPARE_SECS:-5}
 WARMUP=${COMPARE_WARMUP:-2}
+# Extra load-generator flags after the scenario's (they win), e.g. `--rate 350` for an open loop.
+LOAD_ARGS=${COMPARE_LOAD_ARGS:-}
 MODEL=smollm2-135m-instruct
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${XDG_CACHE_HOME:-$HOME/.cache}/switchboard/compare-venv
@@ -112,7 +116,7 @@ start_system() { # name port → starts the gateway in the background
 run_one() { # name rep
     local name=$1 rep=$2 port pid
     local common=(--scenario "$SCENARIO" --warmup "$WARMUP" --secs "$SECS" "${PIN_FLAG[@]}"
-        --json "$OUT/$name.$rep.json")
+        --json "$OUT/$name.$rep.json" $LOAD_ARGS)
     start_sims
     if [[ $name == direct ]]; then
         "$LOAD" "${common[@]}" --skip-gateway --direct-urls "${SIM_URLS[@]}" >"$OUT/$name.$rep.txt"
