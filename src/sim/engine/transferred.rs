@@ -48,12 +48,8 @@ impl Engine {
                 break;
             };
             let need = front.tokens.len();
-            let free = self.free_tokens();
-            if need > free {
-                if need > free + self.radix.evictable_tokens() {
-                    break;
-                }
-                self.radix.evict(need - free);
+            if !self.make_room(need) {
+                break;
             }
             let Some((req, cached_tokens)) = self.transferred.pop_front() else {
                 break;

@@ -91,3 +91,27 @@ fn multi_turn_hits_previous_prompt_and_output() {
     let (t, _) = simulate(&mut e);
     assert_eq!(t[&RequestId(2)].cached, 350);
 }
+
+/// A full cache evicts a batch (1/64 of the capacity) beyond what the next request lacks, so
+/// the requests after it are admitted without another scan of the tree for leaves.
+#[test]
+fn a_full_cache_evicts_a_batch_beyond_the_shortfall() {
+    let cap = 64 * 100;
+    let mut e = Engine::new(EngineConfig {
+        kv_capacity_tokens: cap,
+        ..cfg(TimingModel::zero())
+    });
+    let mut id = 0;
+    while e.free_tokens() >= 60 {
+        id += 1;
+        e.submit(req(id, toks(id as u32 * 1000, 50), 10)).unwrap();
+        simulate(&mut e);
+    }
+    e.submit(req(id + 1, toks(999_000, 50), 10)).unwrap();
+    simulate(&mut e);
+    assert!(
+        e.free_tokens() >= cap / 64,
+        "{} tokens free after an eviction",
+        e.free_tokens()
+    );
+}
