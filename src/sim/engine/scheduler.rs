@@ -2,7 +2,7 @@
 
 use super::{Engine, Event, Running, Step, StepKind, TimingModel};
 
-/// An eviction frees at least this fraction of the KV capacity (see [`Engine::make_room`]).
+/// A full cache evicts 1/`EVICTION_BATCH` of its capacity beyond the shortfall ([`Engine::make_room`]).
 const EVICTION_BATCH: usize = 64;
 
 impl Engine {
