@@ -25,7 +25,6 @@ SCENARIO=${1:-nonstream}
 REPS=${2:-3}
 SECS=${COMPARE_SECS:-5}
 WARMUP=${COMPARE_WARMUP:-2}
-# Extra load-generator flags after the scenario's (they win), e.g. `--rate 350` for an open loop.
 LOAD_ARGS=${COMPARE_LOAD_ARGS:-}
 MODEL=smollm2-135m-instruct
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

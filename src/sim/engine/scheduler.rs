@@ -24,12 +24,11 @@ impl Engine {
         if need <= free {
             return true;
         }
-        let evictable = self.radix.evictable_tokens();
-        if need > free + evictable {
+        if need > free + self.radix.evictable_tokens() {
             return false;
         }
         let batch = self.cfg.kv_capacity_tokens / EVICTION_BATCH;
-        self.radix.evict((need - free + batch).min(evictable));
+        self.radix.evict(need - free + batch);
         true
     }
 
