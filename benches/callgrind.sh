@@ -8,6 +8,8 @@
 #     SCENARIO: streams   16 chat streams of 64 tokens; sims: 20 ms to the first token, 40 ms
 #                         per token (slow enough that the gateway under valgrind keeps up)
 #               nonstream 16 clients, non-streaming chat of 16 tokens, zero-latency sims
+#               longprompt 16 chat streams of 16 tokens, each a unique ~2,000-word prompt;
+#                         sims as for streams
 #     BINARY: a `switchboard` binary (default target/release/switchboard); POLICY: prefix_cost
 #   env: CALLGRIND_OUT (a temp file): the callgrind profile, for `callgrind_annotate`
 #        CALLGRIND_SECS (20), CALLGRIND_WARMUP (5)
@@ -16,7 +18,7 @@
 # per cent between runs of one binary (how much one wake-up finds depends on timing).
 set -euo pipefail
 
-SCENARIO=${1:?usage: callgrind.sh streams|nonstream [BINARY] [POLICY]}
+SCENARIO=${1:?usage: callgrind.sh streams|nonstream|longprompt [BINARY] [POLICY]}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SB=${2:-$ROOT/target/release/switchboard}
 POLICY=${3:-prefix_cost}
@@ -30,6 +32,10 @@ case $SCENARIO in
 streams)
     SIM_ARGS="--prefill-base-us 20000 --decode-base-us 40000"
     LOAD_ARGS=(--api chat --stream --concurrency 16 --max-tokens 64)
+    ;;
+longprompt)
+    SIM_ARGS="--prefill-base-us 20000 --decode-base-us 40000"
+    LOAD_ARGS=(--api chat --stream --concurrency 16 --max-tokens 16 --prompt-words 2000)
     ;;
 nonstream)
     SIM_ARGS="--prefill-base-us 0 --decode-base-us 0"

@@ -9,12 +9,14 @@ pub mod first_event;
 pub mod generate;
 pub mod grpc;
 pub mod origin;
+pub mod pool;
 pub mod tokens;
 
 use axum::http::StatusCode;
 
 pub use client::Client;
 pub use origin::Origin;
+pub use pool::Body;
 
 /// Whether the worker may have begun the generation when the failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

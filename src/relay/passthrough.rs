@@ -14,7 +14,6 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::exchange::{Exchange, Usage};
 use super::observe::Observer;
@@ -26,7 +25,7 @@ use crate::metrics::{Endpoint, Stage};
 use crate::protocol::sglang::{LegRanks, Pairing};
 use crate::routing::RouteRequest;
 use crate::stream::sse::SseParser;
-use crate::upstream::{first_event, UpstreamError};
+use crate::upstream::{first_event, Body, UpstreamError};
 use crate::workers::WorkerId;
 
 /// Largest non-streamed answer we buffer from a worker.
@@ -164,7 +163,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
 
 /// A non-streamed answer, read whole: it reaches the client at once, so its first token
 /// arrives at the end. A failure here is still the caller's to render (nothing was sent).
-async fn whole(ex: &mut Exchange, body: Incoming) -> Result<Bytes, GatewayError> {
+async fn whole(ex: &mut Exchange, body: Body) -> Result<Bytes, GatewayError> {
     let read = async {
         Ok(http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
             .collect()
@@ -195,7 +194,7 @@ async fn whole(ex: &mut Exchange, body: Incoming) -> Result<Bytes, GatewayError>
 struct Relayed {
     /// What was read up to the first event while the leg was opened; sent first.
     head: Option<Bytes>,
-    upstream: Incoming,
+    upstream: Body,
     ex: Exchange,
     parser: SseParser,
     observer: Observer,

@@ -1,25 +1,25 @@
-//! One pooled HTTP client for all workers: keep-alive connections (idle ones closed before
-//! SGLang's own 5 s keep-alive would), TCP_NODELAY, bounded connect time; `https://` workers
-//! through rustls with the trust and identity the operator configured.
+//! One HTTP client for all workers: keep-alive HTTP/1 connections kept per worker
+//! (`pool`: idle ones closed before SGLang's own 5 s keep-alive would), TCP_NODELAY, bounded
+//! connect time; `https://` workers through rustls with the trust and identity the operator
+//! configured.
 
 use std::time::Duration;
 
-use axum::http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use axum::http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use tower::ServiceExt;
 
+use super::pool::{Body, Sender};
 use super::{Origin, UpstreamError};
 use crate::net::error_chain;
 
-const POOL_IDLE: Duration = Duration::from_secs(4);
-
 #[derive(Clone, Debug)]
 pub struct Client {
-    http: hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// Opens connections (TCP, then TLS for `https://`); the pools keep them.
+    connector: HttpsConnector<HttpConnector>,
     /// Connections to `grpc://` and `grpcs://` workers.
     grpc: super::grpc::Channels,
 }
@@ -40,11 +40,7 @@ impl Client {
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector);
-        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_max_idle_per_host(1024)
-            .build(connector);
-        Client { http, grpc }
+        Client { connector, grpc }
     }
 
     /// The connections to `grpc://` workers.
@@ -59,11 +55,9 @@ impl Client {
         worker: &Origin,
         path: &'static str,
         body: Bytes,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(uri)
+    ) -> Result<Response<Body>, UpstreamError> {
+        let mut req = Request::post(Uri::from_static(path))
+            .header(header::HOST, worker.host_header().clone())
             .header(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
@@ -75,11 +69,7 @@ impl Client {
             .body(Full::new(body))
             .map_err(|e| protocol(worker, e))?;
         crate::traces::inject(req.headers_mut());
-        let resp = self
-            .http
-            .request(req)
-            .await
-            .map_err(|e| request_error(worker, &e))?;
+        let resp = self.send(worker, req).await?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -93,19 +83,12 @@ impl Client {
         path: &'static str,
         timeout: Duration,
     ) -> Result<(StatusCode, Bytes), UpstreamError> {
-        let uri = worker.uri(path).map_err(|e| protocol(worker, e))?;
-        let req = Request::get(uri)
+        let req = Request::get(Uri::from_static(path))
+            .header(header::HOST, worker.host_header().clone())
             .body(Full::new(Bytes::new()))
             .map_err(|e| protocol(worker, e))?;
         let fut = async {
-            let resp = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| UpstreamError::Connect {
-                    url: worker.url.clone(),
-                    reason: error_chain(&e),
-                })?;
+            let resp = self.send(worker, req).await?;
             let status = resp.status();
             let body =
                 resp.into_body()
@@ -126,16 +109,71 @@ impl Client {
     }
 }
 
-/// Only a failure to connect proves the worker never saw the request. A connection that broke
-/// after the request went out but before any response (typically a pooled keep-alive
-/// connection the worker had just closed) may or may not have started a generation.
-fn request_error(worker: &Origin, e: &hyper_util::client::legacy::Error) -> UpstreamError {
-    let url = worker.url.clone();
-    let reason = error_chain(e);
-    if e.is_connect() {
-        UpstreamError::Connect { url, reason }
-    } else {
-        UpstreamError::NoResponse { url, reason }
+impl Client {
+    /// Sends on an idle connection of the worker's, or a new one, and returns once the
+    /// response's head arrived. Only a request hyper hands back unsent is sent again: on a
+    /// pooled connection that closed meanwhile it goes out on the next one (at worst a new
+    /// connection, after which the loop ends).
+    async fn send(
+        &self,
+        worker: &Origin,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Response<Body>, UpstreamError> {
+        loop {
+            let (mut sender, reused) = match worker.pool().take() {
+                Some(sender) => (sender, true),
+                None => (self.connect(worker).await?, false),
+            };
+            match sender.try_send_request(req).await {
+                Ok(resp) => {
+                    let pool = std::sync::Arc::clone(worker.pool());
+                    return Ok(resp.map(|body| Body::new(body, sender, pool)));
+                }
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) if reused => req = unsent,
+                    // Handed back unsent: the worker never saw it.
+                    Some(_) => return Err(connect_error(worker, &e.into_error())),
+                    // A connection that broke after the request went out but before any
+                    // response (typically a keep-alive connection the worker had just closed)
+                    // may or may not have started a generation.
+                    None => {
+                        return Err(UpstreamError::NoResponse {
+                            url: worker.url.clone(),
+                            reason: error_chain(&e.into_error()),
+                        })
+                    }
+                },
+            }
+        }
+    }
+
+    /// A new connection to the worker (TCP, TLS for `https://`, HTTP/1 handshake), its
+    /// connection task running on the runtime.
+    async fn connect(&self, worker: &Origin) -> Result<Sender, UpstreamError> {
+        let base = worker.uri("/").map_err(|e| protocol(worker, e))?;
+        let io = self
+            .connector
+            .clone()
+            .oneshot(base)
+            .await
+            .map_err(|e| connect_error(worker, &*e))?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| connect_error(worker, &e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "worker connection closed");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// Only a failure to connect (or a request handed back unsent) proves the worker never saw it.
+fn connect_error(worker: &Origin, e: &(dyn std::error::Error + 'static)) -> UpstreamError {
+    UpstreamError::Connect {
+        url: worker.url.clone(),
+        reason: error_chain(e),
     }
 }
 
@@ -146,7 +184,7 @@ fn protocol(worker: &Origin, e: impl std::fmt::Display) -> UpstreamError {
     }
 }
 
-async fn status_error(worker: &Origin, resp: Response<Incoming>) -> UpstreamError {
+async fn status_error(worker: &Origin, resp: Response<Body>) -> UpstreamError {
     let status = resp.status();
     let retry_after = resp
         .headers()

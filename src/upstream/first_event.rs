@@ -7,10 +7,9 @@
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::Response;
 
-use super::UpstreamError;
+use super::{Body, UpstreamError};
 use crate::protocol::sglang::{error_event, status_abort};
 use crate::stream::sse::SseParser;
 
@@ -20,7 +19,7 @@ const MAX_FIRST_EVENT_BYTES: usize = 1024 * 1024;
 /// A worker's response, and for an SSE stream the bytes already read up to its first event
 /// (to be sent to the client before the rest of the body).
 pub struct Opened {
-    pub response: Response<Incoming>,
+    pub response: Response<Body>,
     pub head: Bytes,
 }
 
@@ -39,7 +38,7 @@ pub fn refusal(data: &[u8]) -> UpstreamError {
 }
 
 /// Reads an SSE response up to its first event; other responses are returned untouched.
-pub async fn read(mut response: Response<Incoming>, url: &str) -> Result<Opened, UpstreamError> {
+pub async fn read(mut response: Response<Body>, url: &str) -> Result<Opened, UpstreamError> {
     let is_sse = response
         .headers()
         .get(hyper::header::CONTENT_TYPE)

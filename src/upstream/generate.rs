@@ -11,9 +11,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
-use super::{Client, Origin, UpstreamError};
+use super::{Body, Client, Origin, UpstreamError};
 use crate::protocol::openai::logprobs::TokenLogprob;
 use crate::protocol::sglang::{
     FinishReason, GenerateChunk, GenerateRequest, LogprobEntry, MetaInfo,
@@ -43,7 +42,7 @@ pub struct Delta {
 
 pub struct GenerateStream {
     /// `None` once handed to [`GenerateStream::count_leftover`].
-    body: Option<Incoming>,
+    body: Option<Body>,
     parser: SseParser,
     worker: Arc<Origin>,
     /// Text and output ids so far (the ids so a generation can continue elsewhere).

@@ -3,18 +3,35 @@
 //! (SMG's convention) names a worker that speaks SGLang's gRPC service instead of HTTP;
 //! `grpcs://host:port` the same over TLS.
 
-use axum::http::uri::{Authority, PathAndQuery, Scheme};
-use axum::http::Uri;
+use std::sync::Arc;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+use axum::http::uri::{Authority, PathAndQuery, Scheme};
+use axum::http::{HeaderValue, Uri};
+
+use super::pool::Pool;
+
+#[derive(Debug, Clone)]
 pub struct Origin {
     /// Base URL without a trailing slash.
     pub url: String,
     /// Parsed once: a request URI shares it (a reference count, not a parse and a copy).
     authority: Authority,
+    /// The `Host` header of every request to it, made once.
+    host_header: HeaderValue,
     https: bool,
     grpc: bool,
+    /// Idle HTTP/1 connections to this address (shared by clones).
+    pool: Arc<Pool>,
 }
+
+/// Two origins are the same address; each parse has its own connections.
+impl PartialEq for Origin {
+    fn eq(&self, other: &Origin) -> bool {
+        self.url == other.url
+    }
+}
+
+impl Eq for Origin {}
 
 impl Origin {
     /// Worker URLs must be http, https, grpc or grpcs with a host: no other schemes, no paths that
@@ -44,11 +61,15 @@ impl Origin {
         {
             return Err(format!("worker URL `{url}` must not have a path or query"));
         }
+        let host_header = HeaderValue::from_str(authority.as_str())
+            .map_err(|e| format!("worker URL `{url}`: {e}"))?;
         Ok(Origin {
             url: url.trim_end_matches('/').to_owned(),
             authority,
+            host_header,
             https,
             grpc,
+            pool: Arc::default(),
         })
     }
 
@@ -74,6 +95,16 @@ impl Origin {
             Some(v6) => v6.split(']').next().unwrap_or(v6),
             None => a.rsplit_once(':').map_or(a, |(host, _)| host),
         }
+    }
+
+    /// The `Host` header for requests to it.
+    pub fn host_header(&self) -> &HeaderValue {
+        &self.host_header
+    }
+
+    /// Its idle connections.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
     }
 
     pub fn uri(&self, path: &'static str) -> Result<Uri, axum::http::Error> {

@@ -61,5 +61,6 @@ mod tool_calls_gateway;
 mod traces;
 mod whole_answers;
 mod worker_addresses;
+mod worker_connections;
 mod worker_threads;
 mod workers_admin;
