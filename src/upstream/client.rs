@@ -3,6 +3,7 @@
 //! connect time; `https://` workers through rustls with the trust and identity the operator
 //! configured.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, HeaderValue, Request, Response, StatusCode, Uri};
@@ -107,9 +108,7 @@ impl Client {
                 stage: "response",
             })?
     }
-}
 
-impl Client {
     /// Sends on an idle connection of the worker's, or a new one, and returns once the
     /// response's head arrived. Only a request hyper hands back unsent is sent again: on a
     /// pooled connection that closed meanwhile it goes out on the next one (at worst a new
@@ -126,7 +125,7 @@ impl Client {
             };
             match sender.try_send_request(req).await {
                 Ok(resp) => {
-                    let pool = std::sync::Arc::clone(worker.pool());
+                    let pool = Arc::clone(worker.pool());
                     return Ok(resp.map(|body| Body::new(body, sender, pool)));
                 }
                 Err(mut e) => match e.take_message() {

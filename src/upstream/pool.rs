@@ -76,11 +76,6 @@ impl Pool {
             idle.push_back(Idle { sender, since: now });
         }
     }
-
-    /// Idle connections held (for tests and the debug view).
-    pub fn idle(&self) -> usize {
-        self.idle.lock().map_or(0, |idle| idle.len())
-    }
 }
 
 /// Drops (closes) the connections idle for longer than [`IDLE_LIMIT`]: the oldest are first.
@@ -95,13 +90,15 @@ fn expire(idle: &mut VecDeque<Idle>, now: Instant) {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("idle", &self.idle()).finish()
+        let idle = self.idle.lock().map_or(0, |idle| idle.len());
+        f.debug_struct("Pool").field("idle", &idle).finish()
     }
 }
 
 /// A worker's response body: when it has been read to its end, its connection goes back to
-/// the worker's pool. Dropped before that, the connection closes with it (hyper cannot reuse
-/// a connection with an unread body).
+/// the worker's pool; so does one dropped with nothing left to read (an empty answer nobody
+/// reads, like an abort's). Dropped before its end, the connection closes with it (hyper
+/// cannot reuse a connection with an unread body).
 #[derive(Debug)]
 pub struct Body {
     inner: Incoming,
@@ -119,6 +116,14 @@ impl Body {
     fn go_home(&mut self) {
         if let Some((sender, pool)) = self.home.take() {
             pool.put(sender);
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            self.go_home();
         }
     }
 }

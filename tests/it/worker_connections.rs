@@ -1,10 +1,11 @@
 //! Connections to a worker (`upstream::pool`): one request after another goes out on the same
-//! keep-alive connection, and a connection the worker closed while it sat idle is never used
-//! again (no request fails on it). The worker here is a few lines of HTTP/1.1 on a raw socket,
-//! so the test sees every connection and decides when each one closes.
+//! keep-alive connection, a connection the worker closed while it sat idle is never used again
+//! (no request fails on it), and the connection of an answer nobody reads (an abort's) is kept.
+//! The worker here is a few lines of HTTP/1.1 on a raw socket, so the test sees every
+//! connection and what went out on it, and decides when each one closes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
@@ -15,7 +16,8 @@ use crate::support::{self, MODEL};
 
 #[tokio::test]
 async fn requests_one_after_another_share_one_connection() {
-    let (url, accepted) = raw_worker(None).await;
+    let (url, seen) = raw_worker(None, false).await;
+    let accepted = &seen.accepted;
     let gw = support::gateway(&[], &["--worker-urls", url.as_str()]).await;
     support::ready(&gw).await;
     let before = accepted.load(Ordering::SeqCst);
@@ -30,7 +32,8 @@ async fn requests_one_after_another_share_one_connection() {
 #[tokio::test]
 async fn a_connection_the_worker_closed_while_idle_is_not_used_again() {
     // The worker closes every connection 20 ms after its answer, as a keep-alive timeout does.
-    let (url, accepted) = raw_worker(Some(Duration::from_millis(20))).await;
+    let (url, seen) = raw_worker(Some(Duration::from_millis(20)), false).await;
+    let accepted = &seen.accepted;
     let gw = support::gateway(&[], &["--worker-urls", url.as_str()]).await;
     support::ready(&gw).await;
     let before = accepted.load(Ordering::SeqCst);
@@ -45,6 +48,38 @@ async fn a_connection_the_worker_closed_while_idle_is_not_used_again() {
     );
 }
 
+#[tokio::test]
+async fn the_connection_of_an_abort_nobody_reads_is_kept() {
+    // The first generation never answers: its client leaves, and the gateway aborts it.
+    let (url, seen) = raw_worker(None, true).await;
+    let gw = support::gateway(&[], &["--worker-urls", url.as_str()]).await;
+    support::ready(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": 1, "stream": true,
+                      "messages": [{"role": "user", "content": "hi"}]});
+    let left = support::client()
+        .post(format!("{}/v1/chat/completions", gw.url))
+        .json(&body)
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(left.is_err(), "the stalled generation answered");
+    support::eventually("the abort reached the worker", || async {
+        seen.paths().iter().flatten().any(|p| p == "/abort_request")
+    })
+    .await;
+    // Its answer (200, empty) is dropped unread; its connection carries a later request.
+    support::eventually("a request on the abort's connection", || async {
+        assert_eq!(chat(&gw.url).await, 200);
+        seen.paths().iter().any(|c| {
+            c.iter()
+                .skip_while(|p| *p != "/abort_request")
+                .nth(1)
+                .is_some()
+        })
+    })
+    .await;
+}
+
 async fn chat(gw: &str) -> u16 {
     let body = json!({"model": MODEL, "max_tokens": 1,
                       "messages": [{"role": "user", "content": "hi"}]});
@@ -52,27 +87,60 @@ async fn chat(gw: &str) -> u16 {
     r.status().as_u16()
 }
 
-/// A worker answering `/generate` with one finished token and `/health` with `ok` (anything
-/// else 404), keeping each connection open for more requests, or closing it `close_after` its
-/// first answer. Returns its URL and the count of connections it accepted.
-async fn raw_worker(close_after: Option<Duration>) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((sock, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(serve(sock, close_after));
-        }
-    });
-    (url, accepted)
+/// What the raw worker saw: connections accepted, and the paths requested on each.
+#[derive(Default)]
+struct Seen {
+    accepted: AtomicUsize,
+    paths: Mutex<Vec<Vec<String>>>,
 }
 
-async fn serve(mut sock: TcpStream, close_after: Option<Duration>) {
+impl Seen {
+    fn paths(&self) -> Vec<Vec<String>> {
+        self.paths.lock().unwrap().clone()
+    }
+}
+
+/// A worker answering `/generate` with one finished token, `/health` with `ok` and anything else
+/// (`/abort_request`) with an empty 200, keeping each connection open for more requests, or
+/// closing it `close_after` its first answer. With `stall_first`, the first `/generate` is
+/// never answered. Returns its URL and what it saw.
+async fn raw_worker(close_after: Option<Duration>, stall_first: bool) -> (String, Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Seen::default());
+    let stall = Arc::new(AtomicBool::new(stall_first));
+    let on_accept = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            on_accept.accepted.fetch_add(1, Ordering::SeqCst);
+            let conn = {
+                let mut paths = on_accept.paths.lock().unwrap();
+                paths.push(Vec::new());
+                paths.len() - 1
+            };
+            let (seen, stall) = (Arc::clone(&on_accept), Arc::clone(&stall));
+            tokio::spawn(serve(sock, close_after, seen, conn, stall));
+        }
+    });
+    (url, seen)
+}
+
+async fn serve(
+    mut sock: TcpStream,
+    close_after: Option<Duration>,
+    seen: Arc<Seen>,
+    conn: usize,
+    stall: Arc<AtomicBool>,
+) {
     let mut buf = Vec::new();
     while let Some(path) = read_request(&mut sock, &mut buf).await {
+        seen.paths.lock().unwrap()[conn].push(path.clone());
         let (status, body) = match path.as_str() {
+            "/generate" if stall.swap(false, Ordering::SeqCst) => {
+                // Held open past the test's end, never answered.
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                return;
+            }
             "/generate" => {
                 let chunk = json!({"text": "Hi", "output_ids": [11],
                     "meta_info": {"prompt_tokens": 5, "completion_tokens": 1,
@@ -80,6 +148,7 @@ async fn serve(mut sock: TcpStream, close_after: Option<Duration>) {
                 ("200 OK", format!("data: {chunk}\n\ndata: [DONE]\n\n"))
             }
             "/health" => ("200 OK", "ok".to_owned()),
+            "/abort_request" => ("200 OK", String::new()),
             _ => ("404 Not Found", String::new()),
         };
         let answer = format!(
