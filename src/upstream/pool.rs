@@ -52,20 +52,27 @@ impl Pool {
         None
     }
 
-    /// Keeps a connection whose last response was read to its end. hyper marks it free once
-    /// its connection task has seen that end, which on one runtime thread has already
-    /// happened; otherwise a small task waits for it (the rare path).
+    /// Keeps a connection whose last response was read to its end (or held nothing). hyper
+    /// marks it free once its connection task has seen that end, which after a body read to
+    /// its end on one runtime thread has already happened; otherwise a small task waits.
     fn put(self: &Arc<Self>, mut sender: Sender) {
         if sender.is_ready() {
-            self.keep(sender);
-        } else if !sender.is_closed() {
-            let pool = Arc::clone(self);
-            tokio::spawn(async move {
-                if sender.ready().await.is_ok() {
-                    pool.keep(sender);
-                }
-            });
+            return self.keep(sender);
         }
+        // A closed one is not kept; nor, where no runtime runs (a body dropped at shutdown),
+        // one that is not free yet.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if sender.is_closed() {
+            return;
+        }
+        let pool = Arc::clone(self);
+        runtime.spawn(async move {
+            if sender.ready().await.is_ok() {
+                pool.keep(sender);
+            }
+        });
     }
 
     fn keep(&self, sender: Sender) {
