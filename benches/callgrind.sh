@@ -2,7 +2,7 @@
 # The gateway's instructions for the same load, counted by callgrind: repeatable where CPU time
 # on a shared machine moves by ±10 % (kernel time is not in them). Two simulated workers; the
 # gateway alone under valgrind, counting from after a warm-up; prints the gateway's instructions
-# in all and per request (nonstream) or per client chunk (streams).
+# in all and per request (nonstream, longprompt) or per client chunk (streams).
 #
 #   bash benches/callgrind.sh SCENARIO [BINARY] [POLICY]
 #     SCENARIO: streams   16 chat streams of 64 tokens; sims: 20 ms to the first token, 40 ms
