@@ -14,7 +14,8 @@ use super::pool::Pool;
 pub struct Origin {
     /// Base URL without a trailing slash.
     pub url: String,
-    /// Parsed once: a request URI shares it (a reference count, not a parse and a copy).
+    /// Parsed once: the URI a connection is opened to shares it (a reference count, not a
+    /// parse and a copy).
     authority: Authority,
     /// The `Host` header of every request to it, made once.
     host_header: HeaderValue,
@@ -23,15 +24,6 @@ pub struct Origin {
     /// Idle HTTP/1 connections to this address (shared by clones).
     pool: Arc<Pool>,
 }
-
-/// Two origins are the same address; each parse has its own connections.
-impl PartialEq for Origin {
-    fn eq(&self, other: &Origin) -> bool {
-        self.url == other.url
-    }
-}
-
-impl Eq for Origin {}
 
 impl Origin {
     /// Worker URLs must be http, https, grpc or grpcs with a host: no other schemes, no paths that
