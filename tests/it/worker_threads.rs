@@ -7,14 +7,22 @@ use serde_json::{json, Value};
 
 use crate::support::{self, Proc, MODEL};
 
-/// The `runtime` and `threads` fields of the gateway's "switchboard listening" log line.
-fn runtime_logged(gw: &Proc) -> (String, u64) {
-    let line = gw
-        .logs()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["fields"]["message"] == "switchboard listening")
-        .unwrap_or_else(|| panic!("no listening line in {}", gw.logs()));
+/// The `runtime` and `threads` fields of the gateway's "switchboard listening" log line. The
+/// log (stderr) is read on its own thread, so the line may arrive after the stdout line that
+/// said the gateway listens: it is waited for.
+async fn runtime_logged(gw: &Proc) -> (String, u64) {
+    let listening = || {
+        gw.logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["fields"]["message"] == "switchboard listening")
+    };
+    support::eventually("the \"switchboard listening\" log line", || {
+        let found = listening().is_some();
+        async move { found }
+    })
+    .await;
+    let line = listening().unwrap_or_default();
     let fields = &line["fields"];
     (
         fields["runtime"].as_str().unwrap_or_default().to_owned(),
@@ -26,7 +34,7 @@ fn runtime_logged(gw: &Proc) -> (String, u64) {
 async fn one_thread_serves_streams_while_large_bodies_are_tokenized() {
     let sim = support::sim(&[]).await;
     let gw = support::gateway(&[&sim], &["--worker-threads", "1", "--log-json"]).await;
-    assert_eq!(runtime_logged(&gw), ("CurrentThread".to_owned(), 1));
+    assert_eq!(runtime_logged(&gw).await, ("CurrentThread".to_owned(), 1));
 
     // Past 16 KiB a body is parsed, templated and tokenized on the blocking pool.
     let big = "hello world ".repeat(1_500);
@@ -49,7 +57,7 @@ async fn one_thread_serves_streams_while_large_bodies_are_tokenized() {
 async fn several_threads_on_request_and_zero_refused() {
     let sim = support::sim(&[]).await;
     let gw = support::gateway(&[&sim], &["--worker-threads", "2", "--log-json"]).await;
-    assert_eq!(runtime_logged(&gw), ("MultiThread".to_owned(), 2));
+    assert_eq!(runtime_logged(&gw).await, ("MultiThread".to_owned(), 2));
     assert_eq!(support::stream_chat(&gw.url, "hi".into()).await, Ok(200));
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
