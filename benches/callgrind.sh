@@ -13,6 +13,7 @@
 #     BINARY: a `switchboard` binary (default target/release/switchboard); POLICY: prefix_cost
 #   env: CALLGRIND_OUT (a temp file): the callgrind profile, for `callgrind_annotate`
 #        CALLGRIND_SECS (20), CALLGRIND_WARMUP (5)
+#        CALLGRIND_SERVE_ARGS (none): more `serve` flags, e.g. `--whole-answers at-once`
 #
 # Compare two builds by running this for each back to back: the counts per unit move by a few
 # per cent between runs of one binary (how much one wake-up finds depends on timing).
@@ -65,7 +66,7 @@ start_sims
 GW_PORT=$(free_port)
 "${PIN_GW[@]}" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT" \
     "$SB" serve --host 127.0.0.1 --port "$GW_PORT" --policy "$POLICY" --log-level warn \
-    --worker-urls "${SIM_URLS[@]}" >/dev/null 2>&1 &
+    ${CALLGRIND_SERVE_ARGS:-} --worker-urls "${SIM_URLS[@]}" >/dev/null 2>&1 &
 GW=$!
 PIDS+=("$GW")
 GATEWAY=http://127.0.0.1:$GW_PORT

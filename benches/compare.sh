@@ -17,6 +17,8 @@
 #        tree does not rebuild it
 #        COMPARE_LOAD_ARGS (none): load-generator flags after the scenario's, which they override,
 #        e.g. `--rate 350` (an open loop: every system gets the same arrivals)
+#        COMPARE_SWITCHBOARD_ARGS (none): more `serve` flags for the `switchboard-<policy>` systems
+#        (not `baseline-`), e.g. `--whole-answers at-once` against the same binary's default
 #
 # With taskset and ≥ 2 cores: gateways on core 0; workers and the load generator on core 1.
 set -euo pipefail
@@ -92,10 +94,12 @@ start_system() { # name port → starts the gateway in the background
     local name=$1 port=$2 policy=${1#*-}
     case $name in
     switchboard-* | baseline-*)
-        local bin=$SB
+        local bin=$SB extra=()
         [[ $name == baseline-* ]] && bin=${COMPARE_BASELINE:?set COMPARE_BASELINE to a switchboard binary}
+        # shellcheck disable=SC2206 # a list of flags
+        [[ $name == switchboard-* ]] && extra=(${COMPARE_SWITCHBOARD_ARGS:-})
         "${PIN_GW[@]}" "$bin" serve --host 127.0.0.1 --port "$port" --policy "$policy" \
-            --log-level warn --worker-urls "${SIM_URLS[@]}" >/dev/null 2>&1 &
+            --log-level warn "${extra[@]}" --worker-urls "${SIM_URLS[@]}" >/dev/null 2>&1 &
         ;;
     smg-*)
         "${PIN_GW[@]}" "$VENV/bin/smg" launch --host 127.0.0.1 --port "$port" \

@@ -53,11 +53,12 @@ impl RequestTimer {
         self.tokens += n;
     }
 
-    /// The response ended (success or not): E2E, and TPOT when there was more than one token.
+    /// The response ended (success or not): E2E, and TPOT when more than one token came in more
+    /// than one chunk (tokens that all came at once, as a whole answer does, time no decoding).
     pub fn finish(&self, handles: &LatencyHandles) -> f64 {
         let e2e = self.start.elapsed().as_secs_f64();
         handles.e2e.observe(e2e);
-        if let (Some(first), true) = (self.first, self.tokens > 1) {
+        if let (Some(first), true) = (self.first, self.tokens > 1 && self.last != self.first) {
             let decode = (Instant::now() - first).as_secs_f64();
             handles.tpot.observe(decode / (self.tokens - 1) as f64);
         }

@@ -167,6 +167,12 @@ impl Exchange {
         }
     }
 
+    /// The worker sends the whole answer at once: its first token is its last (see
+    /// [`Deadlines::without_first_token_limit`]).
+    pub fn without_first_token_limit(&mut self) {
+        self.deadlines = self.deadlines.without_first_token_limit();
+    }
+
     /// The request's time limits (a stream's pump waits on its client under them too).
     pub fn deadlines(&self) -> Deadlines {
         self.deadlines

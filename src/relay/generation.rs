@@ -13,6 +13,7 @@ use migration::cut_overlap;
 
 use super::exchange::{Exchange, Placement, Usage};
 use super::leg::{open_leg, Leg};
+use super::reliability::WholeAnswers;
 use super::retry;
 use super::Relay;
 use crate::error::GatewayError;
@@ -31,6 +32,8 @@ pub struct Spec {
     pub logprobs: Option<u32>,
     /// Workers to start on while they can take it (a fan-out's later generations).
     pub prefer: Option<Placement>,
+    /// The client waits for the whole answer (set by [`Spec::for_client`]).
+    pub whole: bool,
 }
 
 /// The `stream_interval` a worker is asked for when the client waits for the whole answer:
@@ -48,12 +51,18 @@ impl Spec {
     /// worker that sends ids only (or over gRPC), and ends the worker's generation at once when
     /// it meets one: it needs every token as it comes.
     pub fn for_client(mut self, streamed: bool) -> Spec {
+        self.whole = !streamed;
         if !streamed && self.params.stop.is_empty() {
             self.params
                 .stream_interval
                 .get_or_insert(WHOLE_ANSWER_STREAM_INTERVAL);
         }
         self
+    }
+
+    /// The worker is asked for the whole answer in one response (`--whole-answers at-once`).
+    fn at_once(&self, relay: &Relay) -> bool {
+        self.whole && relay.reliability.whole_answers == WholeAnswers::AtOnce
     }
 }
 
@@ -110,6 +119,9 @@ impl Generation {
         spec: Spec,
     ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
         async move {
+            if spec.at_once(exchange.relay()) {
+                exchange.without_first_token_limit();
+            }
             let mut tried = retry::Tried::default();
             let (opened, migrations) = open_first(&mut exchange, &spec, &mut tried).await;
             let (upstream, first) = match opened {
@@ -261,6 +273,7 @@ async fn open_first(
             rid: &spec.rid,
             logprobs: spec.logprobs,
             prefer: spec.prefer,
+            at_once: spec.at_once(&relay),
         };
         match open_leg(exchange, leg, None, tried).await {
             Err(GatewayError::Upstream(e))

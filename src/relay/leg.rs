@@ -30,6 +30,9 @@ pub(super) struct Leg<'a> {
     pub logprobs: Option<u32>,
     /// Workers to use while they can take it (see [`Target::prefer`]).
     pub prefer: Option<Placement>,
+    /// Ask an HTTP worker for the whole answer in one response (`--whole-answers at-once`); a
+    /// PD pair's legs stream all the same (the prefill's answer is read as a stream).
+    pub at_once: bool,
 }
 
 /// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
@@ -48,6 +51,7 @@ pub(super) async fn open_leg(
         rid,
         logprobs,
         prefer,
+        at_once,
     } = leg;
     let relay = Arc::clone(exchange.relay());
     let target = Target {
@@ -65,7 +69,7 @@ pub(super) async fn open_leg(
             let request = GenerateRequest {
                 input_ids,
                 sampling_params: params,
-                stream: true,
+                stream: !(at_once && dest.prefill.is_none()),
                 rid: &dest.rid,
                 return_logprob: logprobs.is_some(),
                 top_logprobs_num: logprobs.unwrap_or(0),

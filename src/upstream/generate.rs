@@ -62,6 +62,8 @@ pub struct GenerateStream {
     cached_tokens: Option<u32>,
     /// Logprob entries taken so far (SGLang's cumulative modes repeat them in every chunk).
     logprobs_taken: usize,
+    /// The request asked for no stream: the body is one JSON answer, not SSE events.
+    whole: bool,
 }
 
 pub async fn start(
@@ -93,6 +95,7 @@ pub async fn start(
         finished: false,
         cached_tokens: None,
         logprobs_taken: 0,
+        whole: !request.stream,
     })
 }
 
@@ -113,6 +116,9 @@ pub fn request_body(
 impl GenerateStream {
     /// The next chunk that carries anything. `None` after the finishing chunk and `[DONE]`.
     pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
+        if self.whole {
+            return Box::pin(self.whole_answer()).await;
+        }
         loop {
             match self.parser.next_event() {
                 Ok(Some(ev)) if ev.is_done() => {
@@ -159,6 +165,30 @@ impl GenerateStream {
                     };
                 }
             }
+        }
+    }
+
+    /// A response to a request without `stream`: one object shaped as a stream's last chunk
+    /// (cumulative text and ids, the finish reason), read to its end, under the same bound
+    /// as one event.
+    async fn whole_answer(&mut self) -> Result<Option<Delta>, UpstreamError> {
+        let Some(body) = self.body.take() else {
+            return Ok(None);
+        };
+        let bytes = http_body_util::Limited::new(body, MAX_EVENT_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    self.protocol(format!("the answer is over {MAX_EVENT_BYTES} bytes"))
+                } else {
+                    self.broken(&e.to_string())
+                }
+            })?
+            .to_bytes();
+        match self.decode(&bytes)? {
+            Some(delta) if self.finished => Ok(Some(delta)),
+            _ => Err(self.protocol("the answer has no finish reason".into())),
         }
     }
 

@@ -1,6 +1,7 @@
 //! A client that waits for the whole answer: the worker is asked to stream it in chunks of
 //! `WHOLE_ANSWER_STREAM_INTERVAL` tokens (its first token at once), not one chunk per token, and
-//! every guarantee of a stream still holds at that grain (here: a migration mid-answer).
+//! every guarantee of a stream still holds at that grain (here: a migration mid-answer). With
+//! `--whole-answers at-once` the worker sends it in one response instead.
 
 use serde_json::{json, Value};
 
@@ -86,4 +87,134 @@ async fn a_whole_answer_whose_worker_dies_continues_from_its_last_chunk() {
         .collect();
     assert_eq!(continued.len(), 1, "{continued:?}");
     assert_eq!(continued[0]["max_new_tokens"], 60, "{}", continued[0]);
+}
+
+/// `--whole-answers at-once`: the worker sends a whole answer in one response. What the
+/// gateway records shows it: the first token came with the last (the time to first token is
+/// the whole answer's, and no decoding was timed), while a stream is still streamed.
+#[tokio::test]
+async fn at_once_a_whole_answer_comes_in_one_response_and_a_stream_still_streams() {
+    // 4 ms a decode step: eight tokens take ~30 ms after the first.
+    let sim = support::sim(&["--decode-base-us", "4000"]).await;
+    let at_once = support::gateway(&[&sim], &["--whole-answers", "at-once"]).await;
+    let chunked = support::gateway(&[&sim], &[]).await;
+    let body = json!({"model": MODEL, "max_tokens": 8, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "hello"}]});
+    let mut answers = Vec::new();
+    for gw in [&at_once, &chunked] {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], 8, "{v}");
+        assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+        answers.push(v["choices"][0]["message"]["content"].clone());
+    }
+    assert_eq!(answers[0], answers[1], "the same prompt, the same answer");
+
+    let series = |name: &str| format!("switchboard_{name}_count{{endpoint=\"chat\"");
+    let counts = |text: &str| {
+        [
+            "time_to_first_token_seconds",
+            "time_per_output_token_seconds",
+        ]
+        .map(|n| support::metric_sum(text, &series(n)))
+    };
+    let sum = |text: &str, name: &str| {
+        support::metric_sum(text, &format!("switchboard_{name}_sum{{endpoint=\"chat\""))
+    };
+    let text = support::metrics_text(&at_once.url).await;
+    assert_eq!(counts(&text), [1.0, 0.0], "{text}");
+    let (ttft, e2e) = (
+        sum(&text, "time_to_first_token_seconds"),
+        sum(&text, "e2e_request_latency_seconds"),
+    );
+    assert!(ttft >= 0.9 * e2e, "at once: TTFT {ttft} of E2E {e2e}");
+    let text = support::metrics_text(&chunked.url).await;
+    assert_eq!(counts(&text), [1.0, 1.0], "chunked: {text}");
+
+    assert_eq!(
+        support::stream_chat(&at_once.url, "a stream".into()).await,
+        Ok(200)
+    );
+    let text = support::metrics_text(&at_once.url).await;
+    assert_eq!(
+        counts(&text),
+        [2.0, 1.0],
+        "a stream is timed per chunk: {text}"
+    );
+}
+
+/// At once, the first token is the last: the time-to-first-token limit would cut every answer
+/// longer than it short, so only the request's total limit applies.
+#[tokio::test]
+async fn at_once_an_answer_longer_than_the_first_token_limit_is_not_cut() {
+    // 30 tokens at 50 ms: ~1.5 s, past a 1 s limit on the first token.
+    let sim = support::sim(&["--decode-base-us", "50000"]).await;
+    let gw = support::gateway(
+        &[&sim],
+        &["--whole-answers", "at-once", "--ttft-timeout-secs", "1"],
+    )
+    .await;
+    let body = json!({"model": MODEL, "max_tokens": 30, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "take your time"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["usage"]["completion_tokens"], 30, "{v}");
+}
+
+/// At once, a worker that dies mid-answer has sent nothing the client saw: the generation is
+/// started over on another worker (not continued: no ids came back), and the client gets it.
+#[tokio::test]
+async fn at_once_an_answer_whose_worker_dies_is_started_over_elsewhere() {
+    let dying = support::sim(&["--time-scale", "0.01"]).await;
+    let healthy = support::sim(&["--time-scale", "0.01"]).await;
+    let r = support::post(
+        format!("{}/sim/faults", dying.url),
+        &json!({"die_after_tokens": 40}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 200);
+    let gw = support::gateway(
+        &[&dying, &healthy],
+        &["--policy", "round_robin", "--whole-answers", "at-once"],
+    )
+    .await;
+    let body = json!({"model": MODEL, "max_tokens": 100, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "a long answer please"}]});
+    for _ in 0..2 {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], 100, "{v}");
+    }
+    // The healthy worker ran both, each from the prompt alone with the whole budget.
+    let runs: Vec<Value> = sim_request_log(&healthy.url)
+        .await
+        .into_iter()
+        .filter(|r| r["route"] == "/generate")
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in &runs {
+        assert_eq!(run["max_new_tokens"], 100, "{run}");
+    }
+    // Each time the dying worker broke off before any answer: a retry, as for any request it
+    // may not have run, and no continuation.
+    let died = sim_request_log(&dying.url)
+        .await
+        .iter()
+        .filter(|r| r["route"] == "/generate")
+        .count();
+    assert!(died >= 1, "round robin never reached the dying worker");
+    let metrics = support::metrics_text(&gw.url).await;
+    assert_eq!(
+        support::metric_sum(&metrics, "switchboard_retries_total"),
+        died as f64,
+        "{metrics}"
+    );
+    assert_eq!(
+        support::metric_sum(&metrics, "switchboard_migrations_total"),
+        0.0,
+        "{metrics}"
+    );
 }

@@ -53,6 +53,8 @@ impl Generation {
             logprobs: self.spec.logprobs,
             // The continuation goes wherever the policy says (the dead worker is excluded).
             prefer: None,
+            // Only a stream is continued: an answer sent at once had nothing relayed before.
+            at_once: false,
         };
         match open_leg(&mut self.exchange, leg, decoder.as_ref(), &mut self.tried).await {
             Ok((upstream, mut first)) => {

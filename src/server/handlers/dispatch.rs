@@ -214,6 +214,7 @@ async fn several_choices(
                 session_key: session.clone(),
                 logprobs: p.logprobs,
                 prefer: None,
+                whole: false,
             };
             specs.push(spec.for_client(p.stream));
             formats.push(format.for_choice(index as u32, echo.clone()));
@@ -250,6 +251,7 @@ pub async fn native_path<G: Grammar>(
         session_key: session_key(req.headers, p.user.as_deref()).map(str::to_owned),
         logprobs: p.logprobs,
         prefer: None,
+        whole: false,
     }
     .for_client(p.stream);
     let generation = Generation::start(&req.served.relay, spec, req.endpoint, req.start).await?;

@@ -69,6 +69,7 @@ pub async fn translated(
         // logprob triples yet.
         logprobs: None,
         prefer: None,
+        whole: false,
     }
     .for_client(stream);
     let generation = Generation::start(&served.relay, spec, Endpoint::Generate, start).await?;
