@@ -43,7 +43,7 @@ pub enum WholeAnswers {
     /// deadline and metric, the idle deadline, and migration when the worker dies.
     Chunked,
     /// One JSON answer from an HTTP worker (not a PD pair): one read and one parse instead of
-    /// two, about a sixth less gateway CPU a short request. The wait is bounded by the request
+    /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request
     /// timeout alone; a worker that dies has the generation started over elsewhere (nothing
     /// reached the client), not continued; the time to first token recorded is the whole
     /// answer's, as its client sees it.

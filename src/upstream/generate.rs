@@ -117,6 +117,8 @@ impl GenerateStream {
     /// The next chunk that carries anything. `None` after the finishing chunk and `[DONE]`.
     pub async fn next(&mut self) -> Result<Option<Delta>, UpstreamError> {
         if self.whole {
+            // Boxed: reading the whole body is one call, and inline it would grow the future
+            // a stream builds for every event.
             return Box::pin(self.whole_answer()).await;
         }
         loop {
