@@ -60,9 +60,13 @@ impl Spec {
         self
     }
 
-    /// The worker is asked for the whole answer in one response (`--whole-answers at-once`).
+    /// The worker is asked for the whole answer in one response (`--whole-answers at-once`),
+    /// unless the request has stop strings (see [`Spec::for_client`]: the gateway may have to
+    /// end the generation at one, which it can only do while the tokens come one by one).
     fn at_once(&self, relay: &Relay) -> bool {
-        self.whole && relay.reliability.whole_answers == WholeAnswers::AtOnce
+        self.whole
+            && self.params.stop.is_empty()
+            && relay.reliability.whole_answers == WholeAnswers::AtOnce
     }
 }
 

@@ -42,7 +42,8 @@ pub enum WholeAnswers {
     /// `WHOLE_ANSWER_STREAM_INTERVAL` tokens): the worker's real time to first token, its
     /// deadline and metric, the idle deadline, and migration when the worker dies.
     Chunked,
-    /// One JSON answer from an HTTP worker (not a PD pair): one read and one parse instead of
+    /// One JSON answer from an HTTP worker (not a PD pair; not for a request with stop strings,
+    /// which the gateway may have to apply itself as tokens come): one read and one parse instead of
     /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request
     /// timeout alone; a worker that dies has the generation started over elsewhere (nothing
     /// reached the client), not continued; the time to first token recorded is the whole

@@ -91,9 +91,10 @@ async fn a_whole_answer_whose_worker_dies_continues_from_its_last_chunk() {
 
 /// `--whole-answers at-once`: the worker sends a whole answer in one response. What the
 /// gateway records shows it: the first token came with the last (the time to first token is
-/// the whole answer's, and no decoding was timed), while a stream is still streamed.
+/// the whole answer's, and no decoding was timed), while a stream, or a request with stop
+/// strings, is still streamed.
 #[tokio::test]
-async fn at_once_a_whole_answer_comes_in_one_response_and_a_stream_still_streams() {
+async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream() {
     // 4 ms a decode step: eight tokens take ~30 ms after the first.
     let sim = support::sim(&["--decode-base-us", "4000"]).await;
     let at_once = support::gateway(&[&sim], &["--whole-answers", "at-once"]).await;
@@ -142,6 +143,16 @@ async fn at_once_a_whole_answer_comes_in_one_response_and_a_stream_still_streams
         [2.0, 1.0],
         "a stream is timed per chunk: {text}"
     );
+
+    // Stop strings may be the gateway's to apply (a worker that sends ids only): such a request
+    // is streamed token by token as before, and timed per chunk.
+    let mut with_stop = body.clone();
+    with_stop["stop"] = json!(["never said"]);
+    let r = support::post(format!("{}/v1/chat/completions", at_once.url), &with_stop).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let _ = r.text().await;
+    let text = support::metrics_text(&at_once.url).await;
+    assert_eq!(counts(&text), [3.0, 2.0], "stop strings: streamed: {text}");
 }
 
 /// At once, the first token is the last: the time-to-first-token limit would cut every answer
