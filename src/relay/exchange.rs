@@ -167,12 +167,6 @@ impl Exchange {
         }
     }
 
-    /// The worker sends the whole answer at once: its first token is its last (see
-    /// [`Deadlines::without_first_token_limit`]).
-    pub fn without_first_token_limit(&mut self) {
-        self.deadlines = self.deadlines.without_first_token_limit();
-    }
-
     /// The request's time limits (a stream's pump waits on its client under them too).
     pub fn deadlines(&self) -> Deadlines {
         self.deadlines
@@ -188,7 +182,22 @@ impl Exchange {
         &mut self,
         fut: impl Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
-        let (limit, stage) = self.deadlines.next_wait(self.has_first_token());
+        self.wait_for(fut, false).await
+    }
+
+    /// [`Exchange::wait`] for an answer that comes `whole` (its first token is its last): under
+    /// the total limit only (see [`Deadlines::without_first_token_limit`]).
+    pub async fn wait_for<T>(
+        &mut self,
+        fut: impl Future<Output = Result<T, UpstreamError>>,
+        whole: bool,
+    ) -> Result<T, UpstreamError> {
+        let deadlines = if whole {
+            self.deadlines.without_first_token_limit()
+        } else {
+            self.deadlines
+        };
+        let (limit, stage) = deadlines.next_wait(self.has_first_token());
         let shutdown = self.shutdown.as_mut();
         let outcome = match limit {
             Some(limit) => {

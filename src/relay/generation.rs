@@ -123,9 +123,6 @@ impl Generation {
         spec: Spec,
     ) -> impl Future<Output = Result<Box<Generation>, GatewayError>> + Send + 'static {
         async move {
-            if spec.at_once(exchange.relay()) {
-                exchange.without_first_token_limit();
-            }
             let mut tried = retry::Tried::default();
             let (opened, migrations) = open_first(&mut exchange, &spec, &mut tried).await;
             let (upstream, first) = match opened {

@@ -30,8 +30,8 @@ pub(super) struct Leg<'a> {
     pub logprobs: Option<u32>,
     /// Workers to use while they can take it (see [`Target::prefer`]).
     pub prefer: Option<Placement>,
-    /// Ask an HTTP worker for the whole answer in one response (`--whole-answers at-once`); a
-    /// PD pair's legs stream all the same (the prefill's answer is read as a stream).
+    /// Ask for the whole answer in one response where the worker can send it so (see
+    /// `retry::Dest::at_once`).
     pub at_once: bool,
 }
 
@@ -62,6 +62,7 @@ pub(super) async fn open_leg(
         rid,
         abort: Abort::Rid,
         prefer,
+        at_once,
     };
     retry::open(exchange, &target, tried, |dest| {
         let relay = Arc::clone(&relay);
@@ -69,7 +70,7 @@ pub(super) async fn open_leg(
             let request = GenerateRequest {
                 input_ids,
                 sampling_params: params,
-                stream: !(at_once && dest.prefill.is_none()),
+                stream: !dest.at_once,
                 rid: &dest.rid,
                 return_logprob: logprobs.is_some(),
                 top_logprobs_num: logprobs.unwrap_or(0),

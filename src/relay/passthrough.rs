@@ -61,6 +61,8 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         rid: f.rid,
         abort: f.abort,
         prefer: None,
+        // A forwarded body says itself whether it streams.
+        at_once: false,
     };
     let sent = retry::open(&mut ex, &target, &mut tried, |dest| {
         let client = relay.client.clone();

@@ -30,6 +30,8 @@ pub struct Target<'a> {
     /// Workers to use while they can take it (a fan-out's later generations go where its
     /// first went, whose prompt is cached there); otherwise the policy picks.
     pub prefer: Option<Placement>,
+    /// The answer is wanted at once (`--whole-answers at-once`), where a worker can send it so.
+    pub at_once: bool,
 }
 
 /// Where one attempt goes: the worker whose answer the client gets, and in PD mode the prefill
@@ -42,6 +44,10 @@ pub struct Dest {
     /// until our abort for it lands: the same rid would be refused as a duplicate (0.5.23) or
     /// killed by that abort, and so would any rid it prefixes (SGLang aborts by prefix).
     pub rid: String,
+    /// The worker is asked for the whole answer in one response: an HTTP worker alone (a PD
+    /// pair's prefill answer is read as a stream, a gRPC worker always streams), when the
+    /// target wants it at once. Its first token is its last, so only the total limit bounds it.
+    pub at_once: bool,
 }
 
 /// Workers a request already failed on, per pool (kept across a restart, so a dead worker is
@@ -117,6 +123,7 @@ where
             .map(|(_, pw, ppick)| Leg::book(&relay, pw, *ppick, prompt_len, rids));
         ex.waiting_on(&worker.origin);
         let dest = Dest {
+            at_once: target.at_once && prefill.is_none() && !worker.origin.is_grpc(),
             worker: Arc::clone(&worker),
             prefill: prefill.map(|(bootstrap, pw, _)| PrefillTarget {
                 worker: pw,
@@ -124,11 +131,12 @@ where
             }),
             rid,
         };
+        let at_once = dest.at_once;
         let prefill_worker = dest.prefill.as_ref().map(|p| Arc::clone(&p.worker));
         // Boxed: with PD pairs and both wires the attempt future is large for a task's stack.
         // Boxed before it is wrapped in its span, so that only the pointer moves into the span.
         let attempt = Box::pin(attempt(dest)).instrument(crate::traces::upstream(worker.url()));
-        match ex.wait(attempt).await {
+        match ex.wait_for(attempt, at_once).await {
             Ok(value) => {
                 // The prefill worker's part is over once the decode has its first token.
                 if let Some(mut p) = prefill_leg {

@@ -229,3 +229,27 @@ async fn at_once_an_answer_whose_worker_dies_is_started_over_elsewhere() {
         "{metrics}"
     );
 }
+
+/// At once only where a worker can send the answer so: a gRPC worker streams all the same, and
+/// its first token is still due within the time-to-first-token limit.
+#[tokio::test]
+async fn at_once_a_grpc_worker_still_streams_under_the_first_token_limit() {
+    let sim = support::grpc_sim(&["--time-scale", "0.01"]).await;
+    let gw = support::gateway(
+        &[&sim],
+        &["--whole-answers", "at-once", "--ttft-timeout-secs", "1"],
+    )
+    .await;
+    let r = support::post(
+        format!("{}/sim/faults", sim.http_url()),
+        &json!({"stall_secs": 5.0, "stall_after_tokens": 0}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 200);
+    let started = std::time::Instant::now();
+    let body = json!({"model": MODEL, "max_tokens": 4,
+                      "messages": [{"role": "user", "content": "hello"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 504);
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
