@@ -126,6 +126,28 @@ async fn bench_serving_through_gateway() {
     }
 }
 
+/// `--whole-answers at-once`: the same real clients, their non-streaming requests answered by
+/// the workers in one response each (bench_serving with `--disable-stream`).
+#[tokio::test]
+async fn openai_sdk_and_bench_serving_with_whole_answers_at_once() {
+    let Some(py) = support::python::interpreter() else {
+        return;
+    };
+    let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
+    let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
+    let gw = support::gateway(&[&s1, &s2], &["--whole-answers", "at-once"]).await;
+    let r = support::python::run(
+        &py,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), support::MODEL.into()],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+    for backend in BACKENDS {
+        bench_with(&py, &gw.url, backend, "random-ids", &["--disable-stream"]).await;
+    }
+}
+
 /// The same clients through the gateway in front of two `grpc://` workers (sims in
 /// `--grpc-mode`): chat and completions on the token-id path, `/generate` translated.
 #[tokio::test]
