@@ -30,7 +30,7 @@ pub struct ReliabilityConfig {
     /// On SIGTERM: seconds in-flight requests may take to finish before they are aborted.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_period_secs: u64,
-    /// How an HTTP worker sends the answer to a request whose client waits for all of it.
+    /// How a worker sends the answer to a request whose client waits for all of it.
     #[arg(long, value_enum, default_value_t = WholeAnswers::Chunked)]
     pub whole_answers: WholeAnswers,
 }
@@ -42,12 +42,12 @@ pub enum WholeAnswers {
     /// `WHOLE_ANSWER_STREAM_INTERVAL` tokens): the worker's real time to first token, its
     /// deadline and metric, the idle deadline, and migration when the worker dies.
     Chunked,
-    /// One JSON answer from an HTTP worker (not a PD pair; not for a request with stop strings,
-    /// which the gateway may have to apply itself as tokens come): one read and one parse instead of
-    /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request
-    /// timeout alone; a worker that dies has the generation started over elsewhere (nothing
-    /// reached the client), not continued; the time to first token recorded is the whole
-    /// answer's, as its client sees it.
+    /// One answer from the worker (not a PD pair; not for a request with stop strings, which
+    /// the gateway may have to apply itself as tokens come): one read and one parse instead of
+    /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request timeout
+    /// alone; a worker that dies has the generation started over elsewhere (nothing reached
+    /// the client), not continued; the time to first token recorded is the whole answer's, as
+    /// its client sees it.
     AtOnce,
 }
 

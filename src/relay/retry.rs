@@ -44,9 +44,9 @@ pub struct Dest {
     /// until our abort for it lands: the same rid would be refused as a duplicate (0.5.23) or
     /// killed by that abort, and so would any rid it prefixes (SGLang aborts by prefix).
     pub rid: String,
-    /// The worker is asked for the whole answer in one response: an HTTP worker alone (a PD
-    /// pair's prefill answer is read as a stream, a gRPC worker always streams), when the
-    /// target wants it at once. Its first token is its last, so only the total limit bounds it.
+    /// The worker is asked for the whole answer in one response, when the target wants it at
+    /// once and this is no PD pair (whose prefill answer is read as a stream). Its first token
+    /// is its last, so only the total limit bounds it.
     pub at_once: bool,
 }
 
@@ -123,7 +123,7 @@ where
             .map(|(_, pw, ppick)| Leg::book(&relay, pw, *ppick, prompt_len, rids));
         ex.waiting_on(&worker.origin);
         let dest = Dest {
-            at_once: target.at_once && prefill.is_none() && !worker.origin.is_grpc(),
+            at_once: target.at_once && prefill.is_none(),
             worker: Arc::clone(&worker),
             prefill: prefill.map(|(bootstrap, pw, _)| PrefillTarget {
                 worker: pw,

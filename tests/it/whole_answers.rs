@@ -230,26 +230,36 @@ async fn at_once_an_answer_whose_worker_dies_is_started_over_elsewhere() {
     );
 }
 
-/// At once only where a worker can send the answer so: a gRPC worker streams all the same, and
-/// its first token is still due within the time-to-first-token limit.
+/// At once, a gRPC worker (`smg-grpc-servicer`'s `Generate` without `stream`) sends one
+/// `complete` holding every output id: the same answer, timed as one chunk.
 #[tokio::test]
-async fn at_once_a_grpc_worker_still_streams_under_the_first_token_limit() {
-    let sim = support::grpc_sim(&["--time-scale", "0.01"]).await;
-    let gw = support::gateway(
-        &[&sim],
-        &["--whole-answers", "at-once", "--ttft-timeout-secs", "1"],
-    )
-    .await;
-    let r = support::post(
-        format!("{}/sim/faults", sim.http_url()),
-        &json!({"stall_secs": 5.0, "stall_after_tokens": 0}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
-    let started = std::time::Instant::now();
-    let body = json!({"model": MODEL, "max_tokens": 4,
-                      "messages": [{"role": "user", "content": "hello"}]});
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-    assert_eq!(r.status().as_u16(), 504);
-    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+async fn at_once_a_grpc_worker_sends_one_complete_message() {
+    let sim = support::grpc_sim(&["--decode-base-us", "4000"]).await;
+    let at_once = support::gateway(&[&sim], &["--whole-answers", "at-once"]).await;
+    let chunked = support::gateway(&[&sim], &[]).await;
+    let body = json!({"model": MODEL, "max_tokens": 8, "ignore_eos": true,
+                      "logprobs": true, "top_logprobs": 2,
+                      "messages": [{"role": "user", "content": "hello over grpc"}]});
+    let mut answers = Vec::new();
+    for gw in [&at_once, &chunked] {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], 8, "{v}");
+        let choice = &v["choices"][0];
+        assert_eq!(
+            choice["logprobs"]["content"].as_array().map(Vec::len),
+            Some(8),
+            "{v}"
+        );
+        answers.push(choice["message"]["content"].clone());
+        let tpot = support::metric_sum(
+            &support::metrics_text(&gw.url).await,
+            "switchboard_time_per_output_token_seconds_count{endpoint=\"chat\"",
+        );
+        answers.push(json!(tpot));
+    }
+    // The same text; timed per chunk only when it came in chunks.
+    assert_eq!(answers[0], answers[2], "{answers:?}");
+    assert_eq!((&answers[1], &answers[3]), (&json!(0.0), &json!(1.0)));
 }

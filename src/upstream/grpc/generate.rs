@@ -3,7 +3,7 @@
 //! and after the last chunk a `complete` with the finish reason, whose `output_ids` repeat that
 //! last chunk's. The worker sends ids only, so the text is ours: one incremental decoder, which
 //! also applies the stop strings (the worker matches them too; whichever sees one first ends
-//! the answer).
+//! the answer). A request without `stream` gets only the `complete`, holding every id.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +56,8 @@ pub async fn start(
             input_ids: sent.input_ids.to_vec(),
         }),
         sampling_params: Some(wire::to_proto(params)),
-        stream: true,
+        // Not streamed: one `complete` with every output id (`--whole-answers at-once`).
+        stream: sent.stream,
         return_logprob: sent.return_logprob,
         top_logprobs_num: i32::try_from(sent.top_logprobs_num).unwrap_or(i32::MAX),
         // Output logprobs only: -1 is the last prompt token, as `/generate` defaults it.
