@@ -38,9 +38,9 @@ pub struct ReliabilityConfig {
 /// How a worker sends an answer the client reads whole (not as a stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WholeAnswers {
-    /// Streamed in chunks (the first token at once, then one chunk per
-    /// `WHOLE_ANSWER_STREAM_INTERVAL` tokens): the worker's real time to first token, its
-    /// deadline and metric, the idle deadline, and migration when the worker dies.
+    /// Streamed in chunks (the first token at once, then a chunk per 32 tokens): the worker's
+    /// real time to first token, its deadline and metric, the idle deadline, and migration when
+    /// the worker dies.
     Chunked,
     /// One answer from the worker (not a PD pair; not for a request with stop strings, which
     /// the gateway may have to apply itself as tokens come): one read and one parse instead of
