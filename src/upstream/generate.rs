@@ -1,8 +1,10 @@
 //! SGLang's native `/generate` with our token ids, read back as a stream of text deltas.
 //! Handles cumulative (default) and incremental output (see `received`; an event that repeats
 //! the last one is cut down to what it adds first, `splice`), and workers that send only
-//! `output_ids` (`--skip-tokenizer-init`), which we detokenize here.
+//! `output_ids` (`--skip-tokenizer-init`), which we detokenize here. A stream whose client left
+//! is read out and its leftover tokens counted (`leftover`).
 
+mod leftover;
 mod reader;
 mod received;
 mod splice;
@@ -14,18 +16,13 @@ use http_body_util::BodyExt;
 
 use super::{Body, Client, Origin, UpstreamError};
 use crate::protocol::openai::logprobs::TokenLogprob;
-use crate::protocol::sglang::{
-    FinishReason, GenerateChunk, GenerateRequest, LogprobEntry, MetaInfo,
-};
+use crate::protocol::sglang::{FinishReason, GenerateRequest, LogprobEntry, MetaInfo};
 use crate::stream::sse::SseParser;
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 pub use reader::{Chunk, ChunkReader};
 
 /// Largest single SSE event we accept from a worker (cumulative text of a long answer).
 const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
-
-/// How long a worker may go on streaming after the client left before we stop listening.
-const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What one upstream chunk added.
 #[derive(Debug, Default)]
@@ -328,48 +325,6 @@ impl GenerateStream {
             self.stop_matched = Some(m.to_owned());
         }
         Ok(delta.text.to_owned())
-    }
-
-    /// The client left: keeps reading what the worker still sends until our abort lands (at
-    /// most `LEFTOVER_WAIT`), adding the tokens it generated for nobody to `counter`. Reading
-    /// the body to its end also lets the connection go back to the pool.
-    pub fn count_leftover(&mut self, counter: prometheus::IntCounter) {
-        if self.finished {
-            return;
-        }
-        let Some(mut body) = self.body.take() else {
-            return;
-        };
-        let mut parser = std::mem::replace(&mut self.parser, SseParser::new(0));
-        let received = self.completion_tokens;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            let mut last = received;
-            let read = async {
-                loop {
-                    while let Ok(Some(ev)) = parser.next_event() {
-                        if ev.is_done() {
-                            return;
-                        }
-                        if let Ok(chunk) = serde_json::from_slice::<GenerateChunk>(&ev.data) {
-                            last = last.max(chunk.meta_info.completion_tokens);
-                        }
-                    }
-                    match body.frame().await {
-                        Some(Ok(frame)) => {
-                            if let Ok(data) = frame.into_data() {
-                                parser.push(&data);
-                            }
-                        }
-                        _ => return,
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(LEFTOVER_WAIT, read).await;
-            counter.inc_by(u64::from(last.saturating_sub(received)));
-        });
     }
 
     /// Reports `cached` as the prompt's cached tokens from now on (a PD pair's prefill count).
