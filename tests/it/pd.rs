@@ -110,33 +110,6 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
     );
 }
 
-/// `--whole-answers at-once` leaves a pair streaming (the prefill's answer is read as a
-/// stream, and the decode leg's first token is what the pair waits for): the same answer,
-/// still timed per chunk.
-#[tokio::test]
-async fn a_pair_streams_a_whole_answer_even_at_once() {
-    let p = prefill_sim(&[]).await;
-    let d = decode_sim(&["--decode-base-us", "4000"]).await;
-    let gw = pd_gateway(&[&p], &[&d], &["--whole-answers", "at-once"]).await;
-    let r = support::post(
-        format!("{}/v1/chat/completions", gw.url),
-        &chat("a pair, at once", 6, false),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["usage"]["completion_tokens"], 6, "{v}");
-    let metrics = support::metrics_text(&gw.url).await;
-    assert_eq!(
-        support::metric_sum(
-            &metrics,
-            "switchboard_time_per_output_token_seconds_count{endpoint=\"chat\""
-        ),
-        1.0,
-        "{metrics}"
-    );
-}
-
 /// A decode worker that takes the room's KV from the prefill sim's bootstrap port, then answers
 /// one token and reports no cached tokens (as decode workers that lose the count do).
 async fn forgetful_decode_worker() -> String {

@@ -5,7 +5,7 @@
 //!
 //! `SWITCHBOARD_PYTHON=$(bash .ci/python-env.sh | tail -1) cargo test --test it python_clients::`
 
-use crate::support;
+use crate::support::{self, Proc};
 
 use serde_json::Value;
 
@@ -57,6 +57,17 @@ fn bench_args(url: &str, backend: &str, dataset: &str) -> Vec<String> {
     a
 }
 
+/// The OpenAI SDK check (tests/python/openai_sdk_check.py) against `gw`, serving `MODEL`.
+async fn openai_sdk_check(python: &str, gw: &Proc) {
+    let r = support::python::run(
+        python,
+        "tests/python/openai_sdk_check.py",
+        vec![gw.url.clone(), support::MODEL.into()],
+    )
+    .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
+
 /// One bench_serving run; the runner already exits non-zero on these, the asserts
 /// here say what went wrong in the test's own words.
 pub(crate) async fn bench(python: &str, url: &str, backend: &str, dataset: &str) -> Value {
@@ -92,13 +103,7 @@ async fn openai_sdk_through_gateway_to_two_sims() {
     let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
     let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
     let gw = support::gateway(&[&s1, &s2], &[]).await;
-    let r = support::python::run(
-        &py,
-        "tests/python/openai_sdk_check.py",
-        vec![gw.url.clone(), support::MODEL.into()],
-    )
-    .await;
-    assert_eq!(r["ok"], true, "{r}");
+    openai_sdk_check(&py, &gw).await;
 }
 
 #[tokio::test]
@@ -136,13 +141,7 @@ async fn openai_sdk_and_bench_serving_with_whole_answers_at_once() {
     let flags = [SIM_FAST, &["--enable-cache-report"]].concat();
     let (s1, s2) = (support::sim(&flags).await, support::sim(&flags).await);
     let gw = support::gateway(&[&s1, &s2], &["--whole-answers", "at-once"]).await;
-    let r = support::python::run(
-        &py,
-        "tests/python/openai_sdk_check.py",
-        vec![gw.url.clone(), support::MODEL.into()],
-    )
-    .await;
-    assert_eq!(r["ok"], true, "{r}");
+    openai_sdk_check(&py, &gw).await;
     for backend in BACKENDS {
         bench_with(&py, &gw.url, backend, "random-ids", &["--disable-stream"]).await;
     }
@@ -160,13 +159,7 @@ async fn openai_sdk_and_bench_serving_through_gateway_to_grpc_sims() {
         support::grpc_sim(SIM_FAST).await,
     );
     let gw = support::gateway(&[&s1, &s2], &[]).await;
-    let r = support::python::run(
-        &py,
-        "tests/python/openai_sdk_check.py",
-        vec![gw.url.clone(), support::MODEL.into()],
-    )
-    .await;
-    assert_eq!(r["ok"], true, "{r}");
+    openai_sdk_check(&py, &gw).await;
     for backend in BACKENDS {
         bench(&py, &gw.url, backend, "random-ids").await;
     }

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use crate::support::pd::{decode_sim, pd_gateway, prefill_sim};
 use crate::support::{self, sim_request_log, Proc, MODEL};
 use switchboard::relay::generation::WHOLE_ANSWER_STREAM_INTERVAL;
 
@@ -21,6 +22,30 @@ async fn sampling_params(sim: &Proc) -> Vec<Value> {
 fn chat(stream: bool, n: u32, stop: &[&str]) -> Value {
     json!({"model": MODEL, "max_tokens": 4, "stream": stream, "n": n, "stop": stop,
            "messages": [{"role": "user", "content": "hello"}]})
+}
+
+/// How many chat requests a gateway's `/metrics` (`text`) timed: to the first token, and per
+/// output token (only those whose tokens came in more than one chunk).
+fn timed(text: &str) -> [f64; 2] {
+    [
+        "time_to_first_token_seconds",
+        "time_per_output_token_seconds",
+    ]
+    .map(|n| support::metric_sum(text, &format!("switchboard_{n}_count{{endpoint=\"chat\"")))
+}
+
+/// Two workers; the first dies after its 40th token of every generation (a chunked answer's
+/// first chunk is token 1, its second token 33).
+async fn a_dying_and_a_healthy_worker() -> (Proc, Proc) {
+    let dying = support::sim(&["--time-scale", "0.01"]).await;
+    let healthy = support::sim(&["--time-scale", "0.01"]).await;
+    let r = support::post(
+        format!("{}/sim/faults", dying.url),
+        &json!({"die_after_tokens": 40}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 200);
+    (dying, healthy)
 }
 
 #[tokio::test]
@@ -54,15 +79,8 @@ async fn a_whole_answer_is_asked_of_the_worker_in_chunks_a_stream_per_token() {
 
 #[tokio::test]
 async fn a_whole_answer_whose_worker_dies_continues_from_its_last_chunk() {
-    let dying = support::sim(&["--time-scale", "0.01"]).await;
-    let healthy = support::sim(&["--time-scale", "0.01"]).await;
     // Past the first chunk (token 1) and the second (token 33), before the third.
-    let r = support::post(
-        format!("{}/sim/faults", dying.url),
-        &json!({"die_after_tokens": 40}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
+    let (dying, healthy) = a_dying_and_a_healthy_worker().await;
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
     let body = json!({"model": MODEL, "max_tokens": 100, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "a long answer please"}]});
@@ -112,26 +130,18 @@ async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream()
     }
     assert_eq!(answers[0], answers[1], "the same prompt, the same answer");
 
-    let series = |name: &str| format!("switchboard_{name}_count{{endpoint=\"chat\"");
-    let counts = |text: &str| {
-        [
-            "time_to_first_token_seconds",
-            "time_per_output_token_seconds",
-        ]
-        .map(|n| support::metric_sum(text, &series(n)))
-    };
     let sum = |text: &str, name: &str| {
         support::metric_sum(text, &format!("switchboard_{name}_sum{{endpoint=\"chat\""))
     };
     let text = support::metrics_text(&at_once.url).await;
-    assert_eq!(counts(&text), [1.0, 0.0], "{text}");
+    assert_eq!(timed(&text), [1.0, 0.0], "{text}");
     let (ttft, e2e) = (
         sum(&text, "time_to_first_token_seconds"),
         sum(&text, "e2e_request_latency_seconds"),
     );
     assert!(ttft >= 0.9 * e2e, "at once: TTFT {ttft} of E2E {e2e}");
     let text = support::metrics_text(&chunked.url).await;
-    assert_eq!(counts(&text), [1.0, 1.0], "chunked: {text}");
+    assert_eq!(timed(&text), [1.0, 1.0], "chunked: {text}");
 
     assert_eq!(
         support::stream_chat(&at_once.url, "a stream".into()).await,
@@ -139,7 +149,7 @@ async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream()
     );
     let text = support::metrics_text(&at_once.url).await;
     assert_eq!(
-        counts(&text),
+        timed(&text),
         [2.0, 1.0],
         "a stream is timed per chunk: {text}"
     );
@@ -152,7 +162,7 @@ async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream()
     assert_eq!(r.status().as_u16(), 200);
     let _ = r.text().await;
     let text = support::metrics_text(&at_once.url).await;
-    assert_eq!(counts(&text), [3.0, 2.0], "stop strings: streamed: {text}");
+    assert_eq!(timed(&text), [3.0, 2.0], "stop strings: streamed: {text}");
 }
 
 /// At once, the first token is the last: the time-to-first-token limit would cut every answer
@@ -178,14 +188,7 @@ async fn at_once_an_answer_longer_than_the_first_token_limit_is_not_cut() {
 /// started over on another worker (not continued: no ids came back), and the client gets it.
 #[tokio::test]
 async fn at_once_an_answer_whose_worker_dies_is_started_over_elsewhere() {
-    let dying = support::sim(&["--time-scale", "0.01"]).await;
-    let healthy = support::sim(&["--time-scale", "0.01"]).await;
-    let r = support::post(
-        format!("{}/sim/faults", dying.url),
-        &json!({"die_after_tokens": 40}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
+    let (dying, healthy) = a_dying_and_a_healthy_worker().await;
     let gw = support::gateway(
         &[&dying, &healthy],
         &["--policy", "round_robin", "--whole-answers", "at-once"],
@@ -253,13 +256,28 @@ async fn at_once_a_grpc_worker_sends_one_complete_message() {
             "{v}"
         );
         answers.push(choice["message"]["content"].clone());
-        let tpot = support::metric_sum(
-            &support::metrics_text(&gw.url).await,
-            "switchboard_time_per_output_token_seconds_count{endpoint=\"chat\"",
-        );
+        let [_, tpot] = timed(&support::metrics_text(&gw.url).await);
         answers.push(json!(tpot));
     }
     // The same text; timed per chunk only when it came in chunks.
     assert_eq!(answers[0], answers[2], "{answers:?}");
     assert_eq!((&answers[1], &answers[3]), (&json!(0.0), &json!(1.0)));
+}
+
+/// `--whole-answers at-once` leaves a PD pair streaming (the prefill's answer is read as a
+/// stream, and the decode leg's first token is what the pair waits for): the same answer,
+/// still timed per chunk.
+#[tokio::test]
+async fn at_once_a_pd_pair_still_streams() {
+    let p = prefill_sim(&[]).await;
+    let d = decode_sim(&["--decode-base-us", "4000"]).await;
+    let gw = pd_gateway(&[&p], &[&d], &["--whole-answers", "at-once"]).await;
+    let body = json!({"model": MODEL, "max_tokens": 6, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "a pair, at once"}]});
+    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["usage"]["completion_tokens"], 6, "{v}");
+    let metrics = support::metrics_text(&gw.url).await;
+    assert_eq!(timed(&metrics)[1], 1.0, "{metrics}");
 }
