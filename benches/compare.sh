@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Same load, same two simulated workers, through: the direct path, Switchboard (prefix_cost,
-# round_robin), SMG 1.13.0 (cache_aware, round_robin) and vLLM router 0.1.17 (round_robin,
-# cache_aware). Systems alternate inside each repetition so slow drifts of the machine hit all of
-# them alike; every run gets fresh workers and a fresh gateway on fresh ports (SMG keeps its port
-# for ~5 s after exit). Prints medians and min–max spreads as a markdown table.
+# Same load, same two simulated workers, through: the direct path (each client keeping one
+# worker; `direct-rotating`, not in the default list: each request to the next worker in turn),
+# Switchboard (prefix_cost, round_robin), SMG 1.13.0 (cache_aware, round_robin) and vLLM router
+# 0.1.17 (round_robin, cache_aware). Systems alternate inside each repetition so slow drifts of
+# the machine hit all of them alike; every run gets fresh workers and a fresh gateway on fresh
+# ports (SMG keeps its port for ~5 s after exit). Prints medians and min–max spreads as a
+# markdown table.
 #
 #   bash benches/compare.sh [SCENARIO] [REPS]     SCENARIO: a `load --scenario` preset (nonstream)
 #   env: COMPARE_SECS (5), COMPARE_WARMUP (2), COMPARE_SYSTEMS (all, space-separated names),
@@ -121,8 +123,11 @@ run_one() { # name rep
     local common=(--scenario "$SCENARIO" --warmup "$WARMUP" --secs "$SECS" "${PIN_FLAG[@]}"
         --json "$OUT/$name.$rep.json" $LOAD_ARGS)
     start_sims
-    if [[ $name == direct ]]; then
-        "$LOAD" "${common[@]}" --skip-gateway --direct-urls "${SIM_URLS[@]}" >"$OUT/$name.$rep.txt"
+    if [[ $name == direct || $name == direct-rotating ]]; then
+        local rotate=()
+        [[ $name == direct-rotating ]] && rotate=(--direct-rotate)
+        "$LOAD" "${common[@]}" "${rotate[@]}" --skip-gateway --direct-urls "${SIM_URLS[@]}" \
+            >"$OUT/$name.$rep.txt"
     else
         port=$(free_port)
         start_system "$name" "$port"

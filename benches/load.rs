@@ -24,6 +24,7 @@ mod scenario;
 #[path = "load/workload.rs"]
 mod workload;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -106,6 +107,10 @@ struct Args {
     direct_urls: Vec<String>,
     #[arg(long)]
     skip_direct: bool,
+    /// Direct phase: each request goes to the next worker in turn (a client-side round robin),
+    /// instead of each client keeping one worker (`client i → worker i % N`)
+    #[arg(long)]
+    direct_rotate: bool,
     #[arg(long)]
     skip_gateway: bool,
     /// Also write the results here as JSON
@@ -165,7 +170,8 @@ fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
 }
 
-/// Runs the load against `addrs` (connections spread round-robin) and measures one window.
+/// Runs the load against `addrs` (clients spread round-robin, or each request with
+/// `--direct-rotate`) and measures one window.
 /// `server`: the gateway's PID (CPU, RSS); `sims`: the workers' PIDs (CPU only).
 fn run_phase(
     name: &str,
@@ -196,13 +202,17 @@ fn run_phase(
             );
             tokio::task::spawn_local(drv);
         } else {
+            // Only the direct phase has several addresses; a gateway phase has one.
+            let rotate = args.direct_rotate;
+            let shared_turn = Rc::new(Cell::new(0));
             for i in 0..args.concurrency {
-                let drv = client::closed_loop(
-                    addrs[i % addrs.len()],
-                    Rc::clone(wl),
-                    Rc::clone(&rec),
-                    args.stream,
-                );
+                let (mine, turn) = if rotate {
+                    (addrs.to_vec(), Rc::clone(&shared_turn))
+                } else {
+                    (vec![addrs[i % addrs.len()]], Rc::default())
+                };
+                let drv =
+                    client::closed_loop(mine, turn, Rc::clone(wl), Rc::clone(&rec), args.stream);
                 tokio::task::spawn_local(drv);
             }
         }

@@ -294,26 +294,37 @@ pub async fn run_one(
     Ok(keep_alive)
 }
 
-/// One closed-loop client: a keep-alive connection issuing requests back to back.
-pub async fn closed_loop(addr: SocketAddr, wl: Rc<Workload>, rec: Rc<Recorder>, stream: bool) {
+/// One closed-loop client: requests back to back, each on a keep-alive connection to the worker
+/// `turn` picks from `addrs` (one connection per worker, opened when first needed). Each
+/// client holding one worker is `addrs` of one; a client-side round robin shares `turn` with the
+/// other clients.
+pub async fn closed_loop(
+    addrs: Vec<SocketAddr>,
+    turn: Rc<Cell<usize>>,
+    wl: Rc<Workload>,
+    rec: Rc<Recorder>,
+    stream: bool,
+) {
+    let mut conns: Vec<Option<Conn>> = addrs.iter().map(|_| None).collect();
     loop {
-        let mut conn = match Conn::connect(addr).await {
-            Ok(c) => c,
-            Err(e) => {
-                rec.error(&format!("connect {addr}: {e}"));
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        loop {
-            match run_one(&mut conn, &wl, &rec, stream, Instant::now()).await {
-                Ok(true) => {}
-                Ok(false) => break,
+        let k = turn.get() % addrs.len();
+        turn.set(k + 1);
+        let addr = addrs[k];
+        let mut conn = match conns[k].take() {
+            Some(c) => c,
+            None => match Conn::connect(addr).await {
+                Ok(c) => c,
                 Err(e) => {
-                    rec.error(&format!("{addr}: {e}"));
-                    break;
+                    rec.error(&format!("connect {addr}: {e}"));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
                 }
-            }
+            },
+        };
+        match run_one(&mut conn, &wl, &rec, stream, Instant::now()).await {
+            Ok(true) => conns[k] = Some(conn),
+            Ok(false) => {}
+            Err(e) => rec.error(&format!("{addr}: {e}")),
         }
     }
 }

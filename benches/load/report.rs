@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
-/// p50 / p90 / p99 in milliseconds.
+/// p50 / p90 / p99 and the mean, in milliseconds.
 #[derive(Clone, Copy, Debug)]
-pub struct Pcts([f64; 3]);
+pub struct Pcts([f64; 4]);
 
 impl Pcts {
     pub fn of(samples: &mut [u32]) -> Option<Pcts> {
@@ -16,7 +16,8 @@ impl Pcts {
             let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
             samples[i] as f64 / 1000.0
         };
-        Some(Pcts([at(0.50), at(0.90), at(0.99)]))
+        let mean = samples.iter().map(|&s| f64::from(s)).sum::<f64>() / samples.len() as f64;
+        Some(Pcts([at(0.50), at(0.90), at(0.99), mean / 1000.0]))
     }
 }
 
@@ -62,7 +63,9 @@ impl Phase {
     }
 
     pub fn to_json(&self) -> Value {
-        let p = |x: Option<Pcts>| x.map(|Pcts([a, b, c])| json!({"p50": a, "p90": b, "p99": c}));
+        let p = |x: Option<Pcts>| {
+            x.map(|Pcts([a, b, c, m])| json!({"p50": a, "p90": b, "p99": c, "mean": m}))
+        };
         json!({
             "name": self.name,
             "secs": self.secs,
@@ -114,6 +117,7 @@ pub fn print_table(phases: &[Phase]) {
         ("TTFT p50 ms", 3, |p| p.ttft.map(|x| x.0[0])),
         ("TTFT p90 ms", 3, |p| p.ttft.map(|x| x.0[1])),
         ("TTFT p99 ms", 3, |p| p.ttft.map(|x| x.0[2])),
+        ("TTFT mean ms", 3, |p| p.ttft.map(|x| x.0[3])),
         ("ITL p50 ms", 3, |p| p.itl.map(|x| x.0[0])),
         ("ITL p90 ms", 3, |p| p.itl.map(|x| x.0[1])),
         ("ITL p99 ms", 3, |p| p.itl.map(|x| x.0[2])),
