@@ -64,6 +64,7 @@ sims_now() { for u in "${SIM_URLS[@]}"; do scrape "$u" $SIM_TTFT; done; }
 around_window() {
     "${PIN_SIM[@]}" "$LOAD" "${common[@]}" "${load_args[@]}" >/dev/null &
     local load=$!
+    PIDS+=("$load")
     sleep "$WARMUP"
     before=$("$@")
     wait "$load"
@@ -88,7 +89,7 @@ direct | direct-rotating)
         curl -s -o /dev/null -m 2 "$gw/readiness" && break
         sleep 0.2
     done
-    both_now() { echo "$(scrape "$gw" $GW_TTFT)"; sims_now; }
+    both_now() { scrape "$gw" $GW_TTFT && sims_now; }
     load_args=(--skip-direct --target "$gw")
     around_window both_now
     gw_before=$(head -1 <<<"$before") gw_after=$(head -1 <<<"$after")

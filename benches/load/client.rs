@@ -295,9 +295,8 @@ pub async fn run_one(
 }
 
 /// One closed-loop client: requests back to back, each on a keep-alive connection to the worker
-/// `turn` picks from `addrs` (one connection per worker, opened when first needed). Each
-/// client holding one worker is `addrs` of one; a client-side round robin shares `turn` with the
-/// other clients.
+/// `turn` picks from `addrs` (one connection per worker, opened when first needed). A client that
+/// keeps one worker gets `addrs` of one; clients doing a client-side round robin share `turn`.
 pub async fn closed_loop(
     addrs: Vec<SocketAddr>,
     turn: Rc<Cell<usize>>,
