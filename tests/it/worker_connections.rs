@@ -31,10 +31,20 @@ async fn requests_one_after_another_share_one_connection() {
 
 #[tokio::test]
 async fn a_connection_the_worker_closed_while_idle_is_not_used_again() {
-    // The worker closes every connection 20 ms after its answer, as a keep-alive timeout does.
+    // The worker closes a connection idle for 20 ms, as a keep-alive timeout does. No health
+    // checks or load polls after the first: a poll's connection, still open when a request
+    // follows it closely, would rightly carry that request.
     let (url, seen) = raw_worker(Some(Duration::from_millis(20)), false).await;
     let accepted = &seen.accepted;
-    let gw = support::gateway(&[], &["--worker-urls", url.as_str()]).await;
+    let args = [
+        "--worker-urls",
+        url.as_str(),
+        "--load-poll-interval-ms",
+        "0",
+        "--health-check-interval-secs",
+        "3600",
+    ];
+    let gw = support::gateway(&[], &args).await;
     support::ready(&gw).await;
     let before = accepted.load(Ordering::SeqCst);
     for i in 0..10 {
@@ -102,8 +112,8 @@ impl Seen {
 
 /// A worker answering `/generate` with one finished token, `/health` with `ok` and anything else
 /// (`/abort_request`) with an empty 200, keeping each connection open for more requests, or
-/// closing it `close_after` its first answer. With `stall_first`, the first `/generate` is
-/// never answered. Returns its URL and what it saw.
+/// closing it once it has been idle for `close_after`. With `stall_first`, the first
+/// `/generate` is never answered. Returns its URL and what it saw.
 async fn raw_worker(close_after: Option<Duration>, stall_first: bool) -> (String, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -133,7 +143,13 @@ async fn serve(
     stall: Arc<AtomicBool>,
 ) {
     let mut buf = Vec::new();
-    while let Some(path) = read_request(&mut sock, &mut buf).await {
+    loop {
+        let read = read_request(&mut sock, &mut buf);
+        let path = match close_after {
+            Some(idle) => tokio::time::timeout(idle, read).await.ok().flatten(),
+            None => read.await,
+        };
+        let Some(path) = path else { return };
         seen.paths.lock().unwrap()[conn].push(path.clone());
         let (status, body) = match path.as_str() {
             "/generate" if stall.swap(false, Ordering::SeqCst) => {
@@ -156,10 +172,6 @@ async fn serve(
             body.len()
         );
         if sock.write_all(answer.as_bytes()).await.is_err() {
-            return;
-        }
-        if let Some(wait) = close_after {
-            tokio::time::sleep(wait).await;
             return;
         }
     }
