@@ -18,6 +18,10 @@ pub use client::Client;
 pub use origin::Origin;
 pub use pool::Body;
 
+/// How long a worker (HTTP or gRPC) may go on generating after the client left, until our abort
+/// lands, before we stop counting its leftover tokens.
+const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Whether the worker may have begun the generation when the failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Started {

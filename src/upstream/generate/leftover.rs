@@ -6,9 +6,7 @@ use http_body_util::BodyExt;
 use super::GenerateStream;
 use crate::protocol::sglang::GenerateChunk;
 use crate::stream::sse::SseParser;
-
-/// How long a worker may go on streaming after the client left before we stop listening.
-const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+use crate::upstream::LEFTOVER_WAIT;
 
 impl GenerateStream {
     /// The client left: keeps reading what the worker still sends until our abort lands (at

@@ -14,10 +14,7 @@ use crate::protocol::openai::logprobs::TokenLogprob;
 use crate::protocol::sglang::{FinishReason, GenerateRequest};
 use crate::tokenize::{IncrementalDecoder, Tokenizer};
 use crate::upstream::generate::Delta;
-use crate::upstream::{Origin, UpstreamError};
-
-/// How long a worker may go on streaming after the client left before we stop listening.
-const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
+use crate::upstream::{Origin, UpstreamError, LEFTOVER_WAIT};
 
 /// How long we wait for the stream's end (its trailers) after `complete`.
 const END_WAIT: Duration = Duration::from_millis(500);
