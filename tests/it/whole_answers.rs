@@ -34,6 +34,22 @@ fn timed(text: &str) -> [f64; 2] {
     .map(|n| support::metric_sum(text, &format!("switchboard_{n}_count{{endpoint=\"chat\"")))
 }
 
+/// A gateway with `--whole-answers at-once` and one with the default, both before `sim`, and
+/// each one's answer to `body` (a 200 with 8 completion tokens), at once first.
+async fn at_once_and_chunked(sim: &Proc, body: &Value) -> (Proc, Proc, Vec<Value>) {
+    let at_once = support::gateway(&[sim], &["--whole-answers", "at-once"]).await;
+    let chunked = support::gateway(&[sim], &[]).await;
+    let mut answers = Vec::new();
+    for gw in [&at_once, &chunked] {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], 8, "{v}");
+        answers.push(v);
+    }
+    (at_once, chunked, answers)
+}
+
 /// Two workers; the first dies after its 40th token of every generation (a chunked answer's
 /// first chunk is token 1, its second token 33).
 async fn a_dying_and_a_healthy_worker() -> (Proc, Proc) {
@@ -115,20 +131,18 @@ async fn a_whole_answer_whose_worker_dies_continues_from_its_last_chunk() {
 async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream() {
     // 4 ms a decode step: eight tokens take ~30 ms after the first.
     let sim = support::sim(&["--decode-base-us", "4000"]).await;
-    let at_once = support::gateway(&[&sim], &["--whole-answers", "at-once"]).await;
-    let chunked = support::gateway(&[&sim], &[]).await;
     let body = json!({"model": MODEL, "max_tokens": 8, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "hello"}]});
-    let mut answers = Vec::new();
-    for gw in [&at_once, &chunked] {
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-        assert_eq!(r.status().as_u16(), 200);
-        let v: Value = r.json().await.expect("json");
-        assert_eq!(v["usage"]["completion_tokens"], 8, "{v}");
+    let (at_once, chunked, answers) = at_once_and_chunked(&sim, &body).await;
+    for v in &answers {
         assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
-        answers.push(v["choices"][0]["message"]["content"].clone());
     }
-    assert_eq!(answers[0], answers[1], "the same prompt, the same answer");
+    let content = |v: &Value| v["choices"][0]["message"]["content"].clone();
+    assert_eq!(
+        content(&answers[0]),
+        content(&answers[1]),
+        "the same prompt, the same answer"
+    );
 
     let sum = |text: &str, name: &str| {
         support::metric_sum(text, &format!("switchboard_{name}_sum{{endpoint=\"chat\""))
@@ -238,17 +252,12 @@ async fn at_once_an_answer_whose_worker_dies_is_started_over_elsewhere() {
 #[tokio::test]
 async fn at_once_a_grpc_worker_sends_one_complete_message() {
     let sim = support::grpc_sim(&["--decode-base-us", "4000"]).await;
-    let at_once = support::gateway(&[&sim], &["--whole-answers", "at-once"]).await;
-    let chunked = support::gateway(&[&sim], &[]).await;
     let body = json!({"model": MODEL, "max_tokens": 8, "ignore_eos": true,
                       "logprobs": true, "top_logprobs": 2,
                       "messages": [{"role": "user", "content": "hello over grpc"}]});
+    let (at_once, chunked, replies) = at_once_and_chunked(&sim, &body).await;
     let mut answers = Vec::new();
-    for gw in [&at_once, &chunked] {
-        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-        assert_eq!(r.status().as_u16(), 200);
-        let v: Value = r.json().await.expect("json");
-        assert_eq!(v["usage"]["completion_tokens"], 8, "{v}");
+    for (gw, v) in [&at_once, &chunked].into_iter().zip(&replies) {
         let choice = &v["choices"][0];
         assert_eq!(
             choice["logprobs"]["content"].as_array().map(Vec::len),
