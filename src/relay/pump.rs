@@ -73,6 +73,7 @@ async fn drive<S>(
 ) where
     S: Stream<Item = Bytes> + Send,
 {
+    let mut first = true;
     loop {
         // The client may leave while we wait on the worker: notice it at once.
         let chunk = tokio::select! {
@@ -81,7 +82,13 @@ async fn drive<S>(
             () = tx.closed() => return,
         };
         let Some(chunk) = chunk else { return };
-        let (chunk, ended) = gather(chunk, chunks.as_mut()).await;
+        // The first chunk goes out at once: gathering lets every task already woken run first,
+        // which under load puts the time to first token behind a burst of other streams' chunks.
+        let (chunk, ended) = if std::mem::take(&mut first) {
+            (chunk, false)
+        } else {
+            gather(chunk, chunks.as_mut()).await
+        };
         let chunk = match tx.try_send(chunk) {
             Ok(()) if ended => return,
             Ok(()) => continue,
