@@ -5,8 +5,8 @@
 //!
 //! A slot is held until the response *body* ends or is dropped, not when the handler returns
 //! its headers: a stream occupies a worker for its whole length, so releasing the slot at the
-//! headers would let unbounded streams pile up behind the limit. A stream produced by a task of
-//! its own (`relay::pump`) frees it when that task ends, so a client that stops reading cannot
+//! headers would let unbounded streams pile up behind the limit. A stream's watch (`relay::pump`)
+//! frees it when it ends the stream of a client that stopped reading, so such a client cannot
 //! keep it.
 
 mod rate_limit;
@@ -170,7 +170,7 @@ where
             let resp = inner.call(req).await?;
             Ok(match permit {
                 Some(permit) => {
-                    // A stream's producer may free the slot before its body ends (`SlotRelease`).
+                    // A stream's watch may free the slot before its body ends (`SlotRelease`).
                     let slot = resp
                         .extensions()
                         .get::<SlotRelease>()
@@ -289,7 +289,7 @@ fn address_key(ip: IpAddr) -> Vec<u8> {
 }
 
 /// A response body that holds a concurrency slot until its last frame (or until dropped,
-/// e.g. when the client disconnects mid-stream), or until its producer releases it.
+/// e.g. when the client disconnects mid-stream), or until its stream's watch releases it.
 struct SlotBody {
     inner: Body,
     slot: SlotRelease,

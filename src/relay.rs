@@ -9,8 +9,8 @@
 //! `passthrough` (bodies forwarded as they are, `observe` reading their token counts) →
 //! `grammar` (one API's events and objects: `format` for OpenAI chat and completions,
 //! `messages` for Anthropic, `responses` for OpenAI Responses) → `stream`, `collect`, `native`
-//! (SGLang's `/generate` shape); `pump` drives a streamed body on its own task, so deadlines
-//! fire whether or not the client reads.
+//! (SGLang's `/generate` shape); `pump` is a streamed body read by the client's connection, with a
+//! watch that ends the stream of a client that stops reading.
 
 pub mod choices;
 pub mod collect;

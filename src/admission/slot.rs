@@ -1,12 +1,12 @@
 //! The concurrency slot of one response, shared by its body and, for streams, the task that
-//! produces it: a stream's producer frees the slot when its work ends (finished, or ended by a
+//! watches it: a stream's watch frees the slot when the stream ends (finished, or ended by a
 //! deadline) even if a client that stopped reading never lets the body reach its end.
 
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-/// Put in a response's extensions by a handler whose body is produced by a task of its own;
+/// Put in a response's extensions by a handler whose body is watched by a task of its own;
 /// the admission layer hands the response's slot to it.
 #[derive(Clone, Default)]
 pub struct SlotRelease(Arc<Mutex<Slot>>);

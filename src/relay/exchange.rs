@@ -167,7 +167,7 @@ impl Exchange {
         }
     }
 
-    /// The request's time limits (a stream's pump waits on its client under them too).
+    /// The request's time limits (a stream's watch gives its client as long).
     pub fn deadlines(&self) -> Deadlines {
         self.deadlines
     }

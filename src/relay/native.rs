@@ -99,7 +99,7 @@ pub async fn whole(mut generation: Box<Generation>, rid: String, start: Instant)
         .into_response()
 }
 
-/// The answer as SSE, one cumulative event per delta, driven by its own task (`pump`).
+/// The answer as SSE, one cumulative event per delta, read by the client's connection (`pump`).
 pub fn stream(generation: Box<Generation>, rid: String, start: Instant) -> Response {
     let deadlines = generation.deadlines();
     let shutdown = generation.relay().shutdown.subscribe();

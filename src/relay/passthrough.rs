@@ -149,7 +149,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
             yield chunk;
         }
     };
-    // Driven by its own task, so the deadlines fire whether or not the client reads.
+    // Watched, so the deadlines hold whether or not the client reads.
     let (body, slot) = super::pump::spawn(stream, deadlines, shutdown);
     let mut resp = (status, body).into_response();
     resp.extensions_mut().insert(slot);

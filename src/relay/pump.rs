@@ -1,40 +1,55 @@
-//! A streamed response driven by a task of its own, not by the client's reads: the exchange's
-//! deadlines, the worker's end and the client's departure are seen whether or not the client
-//! reads. The chunks go to the body through a small bounded channel, so a client that stops
-//! reading costs at most that many chunks (plus the server's write buffer). When the channel is
-//! full the task waits for the client under the same limit as for a worker (the idle gap, or
-//! what is left of the total time): a client that takes nothing for that long, or past the
-//! total deadline, is treated as gone. Its stream is dropped (the exchange ends as a 499, the
-//! worker is told to abort, its load booking released) and its admission slot freed, though the
-//! socket stays open with unread bytes in it.
+//! A streamed response read by the client's connection itself: each time the server can take
+//! more for the client it polls the stream, which reads the worker's next chunk in the same
+//! task, so a chunk crosses no task of its own between the worker's connection and the
+//! client's (under load every hand-off waits behind every task already woken: a burst of other
+//! streams' chunks).
 //!
-//! Per stream: one task and one channel; per chunk, a channel send and, only when the client is
-//! behind, a timer.
+//! A client that stops reading stops those polls; a small watch task per stream sees it. It
+//! gives the client the time a worker would get for its next chunk (the idle gap, or what is
+//! left of the total time), and after the shutdown grace period 50 ms: a client that takes
+//! nothing for that long is treated as gone. Its stream is dropped (the exchange ends as a 499,
+//! the worker is told to abort, its load booking released) and its admission slot freed, though
+//! the socket stays open with unread bytes in it. What it costs meanwhile is bounded by the
+//! server's write buffer. The client leaving drops the body, and with it the stream, at once.
+//!
+//! Per stream: one watch task, asleep but for one wake-up per idle gap; per chunk, an
+//! uncontended lock and a clock read.
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::task::Poll;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use futures_util::{Stream, StreamExt};
-use tokio::sync::mpsc::{self, error::TrySendError};
-use tokio::sync::watch;
+use futures_util::Stream;
+use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use super::exchange::stopped;
 use super::reliability::Deadlines;
 use crate::admission::SlotRelease;
 
-/// Chunks a stream may run ahead of its client.
-const BUFFERED_CHUNKS: usize = 16;
-
-/// Most bytes gathered into one chunk for the client (so a client that stops reading still
-/// costs at most `BUFFERED_CHUNKS` such chunks).
+/// Most bytes gathered into one chunk for the client (more wait for its next poll).
 const GATHER_BYTES: usize = 16 * 1024;
 
-/// Spawns the task that drives `chunks`; returns the body that reads from it and the handle
-/// through which the task frees the request's admission slot when it ends (to be put in the
+/// After the shutdown grace period, how often the watch looks for a client that is behind.
+const STOPPING_LOOK: Duration = Duration::from_millis(50);
+
+type Chunks = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+
+/// What the body and the watch share.
+struct Relay {
+    /// `None` once the stream ended or was ended.
+    chunks: Option<Chunks>,
+    /// Set when a chunk went to the server and the server has not asked for the next yet:
+    /// since when the client is (at least momentarily) behind.
+    behind_since: Option<Instant>,
+}
+
+/// The body that reads `chunks` as the client takes them, and the handle through which the
+/// watch frees the request's admission slot when it ends a stream (to be put in the
 /// response's extensions).
 pub fn spawn<S>(
     chunks: S,
@@ -44,124 +59,177 @@ pub fn spawn<S>(
 where
     S: Stream<Item = Bytes> + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::channel(BUFFERED_CHUNKS);
+    let relay = Arc::new(Mutex::new(Relay {
+        chunks: Some(Box::pin(chunks)),
+        behind_since: None,
+    }));
     let slot = SlotRelease::default();
-    let release = slot.clone();
+    let (ended, watching) = oneshot::channel();
     // In the request's span: its logs name the request, and its exported span ends with the stream.
-    // Boxed before the task captures it: held by value (and pinned inside `drive`) the stream
-    // made the task ~26 KiB, copied into the task's allocation at the spawn.
-    let chunks = Box::pin(chunks);
-    let task = async move {
-        drive(chunks, tx, deadlines, shutdown).await;
-        release.release();
+    let span = tracing::Span::current();
+    let watch = watch_client(
+        Arc::clone(&relay),
+        deadlines,
+        shutdown,
+        slot.clone(),
+        watching,
+    );
+    tokio::spawn(watch.instrument(span.clone()));
+    let body = Reading {
+        relay,
+        span,
+        ended: Some(ended),
     };
-    tokio::spawn(task.instrument(tracing::Span::current()));
-    let body = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
-            .map(|chunk| chunk.map(Ok::<Bytes, Infallible>))
-    });
     (Body::from_stream(body), slot)
 }
 
-/// Moves chunks to the client until the stream ends, the client leaves, or the client falls
-/// behind for longer than the exchange allows. Dropping `chunks` on return ends the exchange.
-async fn drive<S>(
-    mut chunks: Pin<Box<S>>,
-    tx: mpsc::Sender<Bytes>,
+/// The response body: the stream, polled by the client's connection.
+struct Reading {
+    relay: Arc<Mutex<Relay>>,
+    span: tracing::Span,
+    /// Dropped when the stream ends: the watch's cue to stop.
+    ended: Option<oneshot::Sender<()>>,
+}
+
+impl Stream for Reading {
+    type Item = Result<Bytes, Infallible>;
+
+    /// The next chunk, with every chunk that is ready after it (up to [`GATHER_BYTES`]): when
+    /// the gateway is behind its worker, one read from the worker holds several tokens, and
+    /// each would otherwise be a write to the client of its own (a `writev` each, the largest
+    /// cost of a stream). Nothing waits for a chunk that is not ready.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let _entered = this.span.enter();
+        let mut relay = lock(&this.relay);
+        relay.behind_since = None;
+        let mut out = Gathered::default();
+        while out.len() < GATHER_BYTES {
+            let polled = match relay.chunks.as_mut() {
+                Some(chunks) => chunks.as_mut().poll_next(cx),
+                None => Poll::Ready(None),
+            };
+            match polled {
+                Poll::Ready(Some(chunk)) => out.push(chunk),
+                Poll::Ready(None) => {
+                    let chunks = relay.chunks.take();
+                    drop(relay);
+                    drop(chunks);
+                    this.ended = None;
+                    return Poll::Ready(out.take().map(Ok));
+                }
+                Poll::Pending => break,
+            }
+        }
+        match out.take() {
+            Some(chunk) => {
+                relay.behind_since = Some(Instant::now());
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Chunks read in one poll, as one (copied only when there is more than one).
+#[derive(Default)]
+struct Gathered {
+    first: Option<Bytes>,
+    more: Option<BytesMut>,
+}
+
+impl Gathered {
+    fn push(&mut self, chunk: Bytes) {
+        match (&mut self.more, &self.first) {
+            (Some(more), _) => more.extend_from_slice(&chunk),
+            (None, Some(first)) => {
+                let mut more = BytesMut::with_capacity(first.len() + chunk.len());
+                more.extend_from_slice(first);
+                more.extend_from_slice(&chunk);
+                self.more = Some(more);
+                self.first = None;
+            }
+            (None, None) => self.first = Some(chunk),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.more
+            .as_ref()
+            .map_or_else(|| self.first.as_ref().map_or(0, Bytes::len), BytesMut::len)
+    }
+
+    fn take(&mut self) -> Option<Bytes> {
+        self.more
+            .take()
+            .map(BytesMut::freeze)
+            .or_else(|| self.first.take())
+    }
+}
+
+impl Drop for Reading {
+    /// The client left (or the server is done with the body): the exchange ends now.
+    fn drop(&mut self) {
+        let _entered = self.span.enter();
+        let chunks = lock(&self.relay).chunks.take();
+        drop(chunks);
+    }
+}
+
+/// Ends the stream of a client that takes nothing for longer than the exchange allows, and
+/// frees its slot; returns when the stream ends either way.
+async fn watch_client(
+    relay: Arc<Mutex<Relay>>,
     deadlines: Deadlines,
     mut shutdown: watch::Receiver<bool>,
-) where
-    S: Stream<Item = Bytes> + Send,
-{
-    let mut first = true;
+    slot: SlotRelease,
+    mut ended: oneshot::Receiver<()>,
+) {
+    let mut stopping = false;
     loop {
-        // The client may leave while we wait on the worker: notice it at once.
-        let chunk = tokio::select! {
-            biased;
-            c = chunks.next() => c,
-            () = tx.closed() => return,
-        };
-        let Some(chunk) = chunk else { return };
-        // The first chunk goes out at once: gathering lets every task already woken run first,
-        // which under load puts the time to first token behind a burst of other streams' chunks.
-        let (chunk, ended) = if std::mem::take(&mut first) {
-            (chunk, false)
+        let (limit, what) = if stopping {
+            (Some(STOPPING_LOOK), "shutdown grace period")
         } else {
-            gather(chunk, chunks.as_mut()).await
+            deadlines.next_wait(true)
         };
-        let chunk = match tx.try_send(chunk) {
-            Ok(()) if ended => return,
-            Ok(()) => continue,
-            Err(TrySendError::Closed(_)) => return,
-            Err(TrySendError::Full(chunk)) => chunk,
-        };
-        // The client is behind: it gets the time a worker would get for its next chunk.
-        let (limit, what) = deadlines.next_wait(true);
-        let send = async {
-            match limit {
-                Some(l) => tokio::time::timeout(l, tx.send(chunk)).await.ok(),
-                None => Some(tx.send(chunk).await),
-            }
-        };
-        let sent = tokio::select! {
-            s = send => s,
-            () = stopped(&mut shutdown) => None,
-        };
-        match sent {
-            Some(Ok(())) if ended => return,
-            Some(Ok(())) => {}
-            Some(Err(_)) => return,
-            None => {
-                tracing::warn!(
-                    limit = what,
-                    "the client stopped reading its stream; ending it"
-                );
-                return;
-            }
-        }
-    }
-}
-
-/// `first` and the chunks that follow it at once, as one: when the gateway is behind its worker,
-/// several tokens sit read but not yet handed over in the worker connection, and each would
-/// otherwise be its own write to the client (a `writev` each, the largest cost of a stream).
-/// Between two looks it lets the tasks woken on this thread run (the worker connection's among
-/// them, which hands over its next chunk); a look that finds nothing ends the gathering, so a
-/// stream that keeps up pays one extra poll per chunk and no latency. Whether the stream ended.
-async fn gather<S>(first: Bytes, mut chunks: Pin<&mut S>) -> (Bytes, bool)
-where
-    S: Stream<Item = Bytes>,
-{
-    let mut gathered: Option<BytesMut> = None;
-    let mut ended = false;
-    while gathered.as_ref().map_or(first.len(), BytesMut::len) < GATHER_BYTES {
-        let_others_run().await;
-        match std::future::poll_fn(|cx| Poll::Ready(chunks.as_mut().poll_next(cx))).await {
-            Poll::Ready(Some(more)) => gathered
-                .get_or_insert_with(|| BytesMut::from(&first[..]))
-                .extend_from_slice(&more),
-            Poll::Ready(None) => {
-                ended = true;
+        let behind_since = {
+            let relay = lock(&relay);
+            if relay.chunks.is_none() {
                 break;
             }
-            Poll::Pending => break,
+            relay.behind_since
+        };
+        // Until the client, if behind now, would be past its limit; if it is keeping up, the
+        // worker's deadlines apply (in the stream) and this only looks again later.
+        let wait = match (behind_since, limit) {
+            (Some(since), Some(limit)) => Some(limit.saturating_sub(since.elapsed())),
+            (None, Some(limit)) => Some(limit.max(STOPPING_LOOK)),
+            (_, None) => None,
+        };
+        if wait == Some(Duration::ZERO) {
+            tracing::warn!(
+                limit = what,
+                "the client stopped reading its stream; ending it"
+            );
+            let chunks = lock(&relay).chunks.take();
+            drop(chunks);
+            break;
+        }
+        let look_again = async {
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut ended => break,
+            () = look_again => {}
+            () = stopped(&mut shutdown), if !stopping => stopping = true,
         }
     }
-    (gathered.map_or(first, BytesMut::freeze), ended)
+    slot.release();
 }
 
-/// Returns after every task already woken on this worker thread ran: a task that wakes itself
-/// goes to the back of the thread's run queue (unlike `tokio::task::yield_now`, which waits for
-/// the next poll of the I/O driver, a syscall when the thread has nothing else to do).
-async fn let_others_run() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
+fn lock(relay: &Mutex<Relay>) -> MutexGuard<'_, Relay> {
+    relay.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,6 +1,6 @@
 //! A generation relayed as a stream of its API's events ([`Grammar`]; for OpenAI: role chunk,
 //! content, reasoning and tool-call deltas, finish chunk, optional usage chunk, `[DONE]`),
-//! driven by its own task (`pump`). The client leaving (or falling behind past the deadlines)
+//! read by the client's connection (`pump`). The client leaving (or falling behind past the deadlines)
 //! drops the generation, which aborts the worker's request and releases its load.
 
 use axum::body::Body;

@@ -1,9 +1,10 @@
-//! A stream whose worker is ahead of the gateway (its chunks already read, not yet relayed)
-//! reaches the client in fewer writes than tokens: the chunks that are ready together go out
-//! together (`relay::pump`), and the client's text is the same.
+//! A stream whose worker is ahead of the gateway (several of its chunks in one read) reaches the
+//! client in fewer writes than tokens: the chunks that are ready together go out together
+//! (`relay::pump`), and the client's text is the same.
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use serde_json::{json, Value};
 
 use crate::support::{self, scripted, MODEL};
@@ -26,9 +27,16 @@ async fn gathered(flags: &[&str]) {
     let ids = tok.encode(answer, false).expect("encode");
     let chunks = scripted::cumulative(&tok, &ids, "NEVER", true);
     let events = chunks.len();
-    // The whole stream at once: the gateway finds several chunks in each read.
-    let reply: scripted::Reply =
-        Arc::new(move |_: &Value| scripted::body(chunks.clone(), scripted::End::Done));
+    // The whole stream in one write: the gateway reads every chunk at once (written one by
+    // one, they would reach a gateway that keeps up one by one).
+    let mut whole: Vec<u8> = chunks.iter().flat_map(scripted::event).collect();
+    whole.extend_from_slice(b"data: [DONE]\n\n");
+    let whole = Bytes::from(whole);
+    let reply: scripted::Reply = Arc::new(move |_: &Value| {
+        Box::pin(futures_util::stream::once(std::future::ready(Ok(
+            whole.clone()
+        ))))
+    });
     let (worker, _) = scripted::worker(reply).await;
     let mut args = vec!["--worker-urls", worker.as_str()];
     args.extend_from_slice(flags);
