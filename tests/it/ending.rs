@@ -1,7 +1,8 @@
 //! Every request ends through one exchange, whatever the path: a forwarded answer is under the
 //! same deadlines as a generation, a client that leaves before its first token is counted
 //! and its worker told, as one that leaves mid-stream, and a client that stops reading cannot
-//! keep its worker, load booking or admission slot past the deadlines.
+//! keep its worker, load booking or admission slot past the deadlines (or, without any, past the
+//! shutdown grace period).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -243,4 +244,48 @@ async fn a_batch_whose_client_leaves_is_aborted_prompt_by_prompt() {
     let mut aborted = seen.aborts();
     aborted.sort();
     assert_eq!(aborted, rids);
+}
+
+/// A stream whose client reads nothing and which has no deadline of its own (no total or idle
+/// limit) is ended once the shutdown grace period is over: its worker is told to abort.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_ended_after_the_shutdown_grace_period() {
+    let (worker, seen) = endless_worker().await;
+    let gw = support::gateway(
+        &[],
+        &[
+            "--worker-urls",
+            &worker,
+            "--request-timeout-secs",
+            "0",
+            "--stream-idle-timeout-secs",
+            "0",
+            "--shutdown-grace-period-secs",
+            "1",
+            "--load-poll-interval-ms",
+            "0",
+        ],
+    )
+    .await;
+    support::ready(&gw).await;
+    let body = json!({"model": MODEL, "max_tokens": 4000, "stream": true,
+                      "messages": [{"role": "user", "content": "never read"}]});
+    let conn = stream_without_reading(&gw, "/v1/chat/completions", body).await;
+    let rid = seen.generate().last().expect("a generation")["rid"]
+        .as_str()
+        .expect("rid")
+        .to_owned();
+    // Not ended before the shutdown: it has no limit.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!seen.aborts().contains(&rid), "ended without a limit");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &gw.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    support::eventually("the worker told to abort the unread stream", || async {
+        seen.aborts().contains(&rid)
+    })
+    .await;
+    drop(conn);
 }
