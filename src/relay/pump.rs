@@ -112,9 +112,8 @@ impl Stream for Reading {
             match polled {
                 Poll::Ready(Some(chunk)) => out.push(chunk),
                 Poll::Ready(None) => {
-                    let chunks = relay.chunks.take();
                     drop(relay);
-                    drop(chunks);
+                    end(&this.relay);
                     this.ended = None;
                     return Poll::Ready(out.take().map(Ok));
                 }
@@ -171,8 +170,7 @@ impl Drop for Reading {
     /// The client left (or the server is done with the body): the exchange ends now.
     fn drop(&mut self) {
         let _entered = self.span.enter();
-        let chunks = lock(&self.relay).chunks.take();
-        drop(chunks);
+        end(&self.relay);
     }
 }
 
@@ -211,8 +209,7 @@ async fn watch_client(
                 limit = what,
                 "the client stopped reading its stream; ending it"
             );
-            let chunks = lock(&relay).chunks.take();
-            drop(chunks);
+            end(&relay);
             break;
         }
         let look_again = async {
@@ -228,6 +225,12 @@ async fn watch_client(
         }
     }
     slot.release();
+}
+
+/// Drops the stream (which ends its exchange) outside the lock.
+fn end(relay: &Mutex<Relay>) {
+    let chunks = lock(relay).chunks.take();
+    drop(chunks);
 }
 
 fn lock(relay: &Mutex<Relay>) -> MutexGuard<'_, Relay> {

@@ -278,11 +278,7 @@ async fn a_client_that_stops_reading_is_ended_after_the_shutdown_grace_period() 
     // Not ended before the shutdown: it has no limit.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!seen.aborts().contains(&rid), "ended without a limit");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &gw.pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    gw.terminate();
     support::eventually("the worker told to abort the unread stream", || async {
         seen.aborts().contains(&rid)
     })

@@ -289,11 +289,7 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         .await
         .expect("send");
     long.chunk().await.expect("first chunk");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &gw_pid(&gw)])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    gw.terminate();
     // Not ready any more: readiness answers 503, or (what happens today) the listener is closed
     // and the connection refused. A 200, a hang or any other error is not "not ready".
     let readiness = format!("{}/readiness", gw.url);
@@ -321,10 +317,6 @@ async fn shutdown_lets_open_streams_finish_then_aborts_the_rest() {
         "the long stream ends with an error event: {rest}"
     );
     support::sim_aborted_and_idle(&a.url).await;
-}
-
-fn gw_pid(gw: &Proc) -> String {
-    gw.pid().to_string()
 }
 
 /// The `/generate` passthrough: a stalled stream ends with an SSE error event (and the worker's

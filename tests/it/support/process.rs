@@ -34,6 +34,15 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// Sends SIGTERM (a graceful shutdown), as an orchestrator stopping it would.
+    pub fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
     /// Its latest log lines (at most [`LOG_LINES_KEPT`]), oldest first, one per line.
     pub fn logs(&self) -> String {
         let lines = self.logs.lock().expect("log lines");
