@@ -44,11 +44,12 @@ fn workers(n: usize) -> Registry {
         .collect();
     let registry = Registry::new(&urls).expect("valid urls");
     for w in registry.snapshot().iter() {
-        w.set_engine_load(EngineLoad {
+        let load = EngineLoad {
             running_requests: rng.random_range(0..32),
             waiting_requests: rng.random_range(0..4),
             waiting_uncached_tokens: rng.random_range(0..8192),
-        });
+        };
+        w.set_engine_load(load, 0);
         w.set_healthy(true);
     }
     registry

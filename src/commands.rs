@@ -15,8 +15,14 @@ fn init_logging(level: &str, json: bool) {
         tracing_subscriber::fmt()
             .with_env_filter(log_filter(level))
             .with_writer(std::io::stderr)
+            .with_ansi(colours())
             .try_init()
     };
+}
+
+/// Colours only on a terminal: a log file or a collector gets plain text.
+fn colours() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
@@ -47,6 +53,7 @@ fn init_logging_and_traces(
     } else {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(colours())
             .with_filter(log_filter(&config.log_level))
             .boxed()
     };
@@ -101,7 +108,7 @@ async fn terminate_signal() {
 }
 
 pub async fn sim(opts: SimOptions) -> Result<(), String> {
-    init_logging("info", false);
+    init_logging(&opts.log_level, false);
     if let Some(ports) = opts.ports.clone() {
         return sim_fleet(opts, ports).await;
     }

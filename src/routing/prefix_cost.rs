@@ -4,7 +4,7 @@
 //! cost(w) = prefill_weight × (prompt_tokens − predicted_cached(w))       the prefill it adds
 //!         + prefill_weight × evicted(w)                                  the cache that evicts
 //!         + max(pending_prefill(w), engine.waiting_uncached_tokens(w))   prefill queued before it
-//!         + decode_weight × max(in_flight(w), engine.running_requests(w)) decode it shares a batch with
+//!         + decode_weight × (in_flight(w) + others_running(w))          decode it shares a batch with
 //! ```
 //! Lowest cost wins; equal costs go to the lower decode load, then queued prefill, then to the
 //! next worker in turn (so a cold fleet with no load figures yet still spreads).
@@ -12,7 +12,10 @@
 //! Everything is in prefill-token equivalents. `predicted_cached` comes from the prefix index
 //! (what the gateway routed there, page-aligned). Queued prefill takes the larger of the
 //! gateway's own booking (current, but counts whole prompts) and the engine's polled figure
-//! (knows its cache, but is up to one poll old). Decode load likewise.
+//! (knows its cache, but is up to one poll old). Decode load is the gateway's own bookings, now,
+//! plus what the engine ran beyond them at its last report (another gateway's requests): the
+//! engine's count alone, one poll old, kept a worker whose batch had just ended looking full,
+//! and sent its next requests to a worker in the middle of its batch.
 //!
 //! Why `--decode-weight` 128 with `--prefill-weight` 1: moving a request off the worker that has
 //! its 2,048-token system prompt cached costs 2,048 tokens of prefill elsewhere, which also
@@ -119,7 +122,7 @@ impl Policy for PrefixCost {
             let w = workers[i];
             let (cached, evicted) = held.tokens_and_evicted(w.id, prompt);
             let queued = w.pending_prefill().max(w.engine_waiting_uncached());
-            let decode = (w.in_flight() as u64).max(w.engine_running());
+            let decode = w.running();
             let cost = self
                 .prefill_weight
                 .saturating_mul((prompt - cached + evicted) as u64)
@@ -201,14 +204,46 @@ mod tests {
         let p = policy();
         let home = pick(&p, &prompt(4, 0), &refs).index;
         assert_eq!(pick(&p, &prompt(4, 1), &refs).index, home);
-        ws[home].set_engine_load(EngineLoad {
-            running_requests: 2,
-            waiting_requests: 3,
-            waiting_uncached_tokens: 3000,
-        });
+        ws[home].set_engine_load(
+            EngineLoad {
+                running_requests: 2,
+                waiting_requests: 3,
+                waiting_uncached_tokens: 3000,
+            },
+            0,
+        );
         // Home: 128 + 3000 + 2 × 256 = 3640 against 2176 elsewhere.
         let moved = pick(&p, &prompt(4, 2), &refs);
         assert_eq!((moved.index, moved.predicted_cached), (1 - home, 0));
+    }
+
+    /// Two workers each ran 128 of our requests at their engines' last report; worker 0's all
+    /// ended since. Its clients' next requests go back to it, not to worker 1 in the middle
+    /// of its batch (where each would stall 128 decoding requests with its prefill): the
+    /// engine's count, one poll old, is not taken over our own current bookings. (Half of
+    /// them here; past ~120 the prefill queued on worker 0 outweighs the gap.)
+    #[test]
+    fn a_worker_whose_requests_just_ended_takes_the_next_ones() {
+        let ws = crate::routing::test_workers(2);
+        let refs: Vec<_> = ws.iter().collect();
+        let p = policy();
+        let book = |w: usize, tokens| LoadGuard::book(Arc::clone(&ws[w]), tokens);
+        let mut ended: Vec<_> = (0..128).map(|_| book(0, 0)).collect();
+        let _running: Vec<_> = (0..128).map(|_| book(1, 0)).collect();
+        for w in &ws {
+            let load = EngineLoad {
+                running_requests: 128,
+                ..EngineLoad::default()
+            };
+            w.set_engine_load(load, 128);
+        }
+        ended.clear();
+        let mut next = Vec::new();
+        for q in 0..64u32 {
+            let ids: Vec<u32> = (0..16).map(|t| 1_000_000 + q * 100 + t).collect();
+            assert_eq!(pick(&p, &ids, &refs).index, 0, "request {q}");
+            next.push(book(0, 16));
+        }
     }
 
     #[test]
@@ -237,11 +272,14 @@ mod tests {
         let ws = crate::routing::test_workers(2);
         let refs: Vec<_> = ws.iter().collect();
         let p = policy();
-        ws[0].set_engine_load(EngineLoad {
-            running_requests: u64::MAX,
-            waiting_requests: 0,
-            waiting_uncached_tokens: u64::MAX,
-        });
+        ws[0].set_engine_load(
+            EngineLoad {
+                running_requests: u64::MAX,
+                waiting_requests: 0,
+                waiting_uncached_tokens: u64::MAX,
+            },
+            0,
+        );
         for q in 0..4 {
             assert_eq!(pick(&p, &prompt(q, 0), &refs).index, 1);
         }
@@ -253,11 +291,14 @@ mod tests {
         let refs: Vec<_> = ws.iter().collect();
         let p = PrefixCost::new(f64::INFINITY, f64::INFINITY, PrefixIndex::new(16, 1 << 22));
         for w in &ws {
-            w.set_engine_load(EngineLoad {
-                running_requests: u64::MAX,
-                waiting_requests: 0,
-                waiting_uncached_tokens: u64::MAX,
-            });
+            w.set_engine_load(
+                EngineLoad {
+                    running_requests: u64::MAX,
+                    waiting_requests: 0,
+                    waiting_uncached_tokens: u64::MAX,
+                },
+                0,
+            );
         }
         assert!(pick(&p, &prompt(0, 0), &refs).index < 3);
     }

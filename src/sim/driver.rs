@@ -214,6 +214,7 @@ impl Driver {
             );
             id
         };
+        tracing::debug!(id = id.0, "request admitted");
         self.wake.notify_one();
         Ok(Ticket {
             driver: Arc::clone(self),
@@ -287,6 +288,9 @@ impl Driver {
                 }
                 step
             };
+            if let Some(step) = &step {
+                log_step(step);
+            }
             let Some(step) = step else {
                 self.wake.notified().await;
                 clock = Instant::now();
@@ -333,4 +337,22 @@ impl Driver {
             }
         }
     }
+}
+
+/// With `--log-level debug`: what each step does (with each request's admission, how a load's
+/// arrivals fall into prefill batches; how the closed-loop benchmarks' cohorts split was read
+/// from these).
+fn log_step(step: &super::engine::Step) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let (mut started, mut finished) = (0, 0);
+    for event in &step.events {
+        match event {
+            Event::Started { .. } => started += 1,
+            Event::Token { finished: true, .. } => finished += 1,
+            Event::Token { .. } => {}
+        }
+    }
+    tracing::debug!(kind = ?step.kind, started, finished, duration_us = step.duration_us, "step");
 }

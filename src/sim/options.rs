@@ -53,6 +53,10 @@ pub struct SimOptions {
     /// All step costs zero: as fast as the process can go (throughput tests).
     #[arg(long)]
     pub zero_latency: bool,
+    /// Log filter (`info`; `switchboard::sim::driver=debug` adds a line per scheduler step and
+    /// per admitted request: how a load's requests fall into prefill batches).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
     #[arg(long)]
     pub max_running_requests: Option<usize>,
     /// Waiting requests beyond this are rejected with 503 (default: unlimited, as SGLang).

@@ -134,6 +134,13 @@ async fn poll_worker(
     (source, misses): SourceState,
     timeout: Duration,
 ) -> (SourceState, Option<EngineLoad>) {
+    // Our bookings as the report is asked for (see `Worker::set_engine_load`).
+    let asked = worker.in_flight();
+    let units_asked: Vec<usize> = units
+        .iter()
+        .flat_map(|u| u.iter())
+        .map(|u| u.in_flight())
+        .collect();
     let (state, load) = if misses >= REDISCOVER_AFTER {
         let (found, load) = discover(&client, &worker, timeout).await;
         ((found, 0), load)
@@ -146,12 +153,12 @@ async fn poll_worker(
     };
     let reported = load.map(|polled| {
         let (load, sources) = polled.whole;
-        worker.set_engine_load(load);
+        worker.set_engine_load(load, asked);
         worker.set_load_sources(sources);
-        for unit in units.iter().flat_map(|u| u.iter()) {
+        for (unit, &asked) in units.iter().flat_map(|u| u.iter()).zip(&units_asked) {
             let rank = unit.dp_rank().map_or(0, |r| r.rank as usize);
             if let Some((load, sources)) = polled.ranks.get(rank) {
-                unit.set_engine_load(*load);
+                unit.set_engine_load(*load, asked);
                 unit.set_load_sources(*sources);
             }
         }

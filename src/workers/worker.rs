@@ -39,7 +39,9 @@ pub struct Worker {
     in_flight: AtomicUsize,
     /// Prefill tokens of requests that have not produced their first token yet.
     pending_prefill: AtomicU64,
-    engine_running: AtomicU64,
+    /// Requests the engine ran at its last report beyond ours (another gateway's, a client's
+    /// straight to it): a pick adds them to our current bookings (see [`Worker::running`]).
+    others_running: AtomicU64,
     engine_waiting_uncached: AtomicU64,
     /// A rank unit's worker, whose health, breaker and last first token it shares (`None` for
     /// a worker routed whole, which keeps its own).
@@ -47,6 +49,7 @@ pub struct Worker {
     /// `repr(C)` with the open flag first, so it is in this line.
     breaker: Breaker,
     pub origin: Arc<Origin>,
+    engine_running: AtomicU64,
     engine_waiting: AtomicU64,
     /// When the worker last gave a client its first token (ms on [`clock_ms`]'s clock; 0 =
     /// never): traffic that proves it works stands in for a health probe.
@@ -86,11 +89,12 @@ impl Worker {
             healthy: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             pending_prefill: AtomicU64::new(0),
-            engine_running: AtomicU64::new(0),
+            others_running: AtomicU64::new(0),
             engine_waiting_uncached: AtomicU64::new(0),
             member,
             breaker: Breaker::default(),
             origin,
+            engine_running: AtomicU64::new(0),
             engine_waiting: AtomicU64::new(0),
             served_at_ms: AtomicU64::new(0),
             dp_rank,
@@ -174,14 +178,18 @@ impl Worker {
         }
     }
 
-    /// `engine_load().running_requests`, alone: a pick reads only what is in the worker's
-    /// first cache line (`waiting_requests` is not).
+    /// The requests running on the worker as far as the gateway can tell now: its own bookings
+    /// (exact and current) plus those the engine ran beyond them at its last report. The
+    /// engine's figure alone is up to one poll old: a worker whose requests all just ended
+    /// would still look full to a pick until its next report, and its next requests would go
+    /// to a worker in the middle of its batch.
     #[inline]
-    pub fn engine_running(&self) -> u64 {
-        self.engine_running.load(Ordering::Relaxed)
+    pub fn running(&self) -> u64 {
+        (self.in_flight() as u64).saturating_add(self.others_running.load(Ordering::Relaxed))
     }
 
-    /// `engine_load().waiting_uncached_tokens`, alone (see [`Worker::engine_running`]).
+    /// `engine_load().waiting_uncached_tokens`, alone: a pick reads only what is in the
+    /// worker's first cache line (`waiting_requests` is not).
     #[inline]
     pub fn engine_waiting_uncached(&self) -> u64 {
         self.engine_waiting_uncached.load(Ordering::Relaxed)
@@ -195,7 +203,15 @@ impl Worker {
         *self.load_sources.lock().unwrap_or_else(|e| e.into_inner()) = sources;
     }
 
-    pub fn set_engine_load(&self, load: EngineLoad) {
+    /// Records the engine's report. `ours_when_asked`: our bookings when the report was asked
+    /// for; with those when it is read, the larger is taken as ours in the engine's count, so
+    /// requests of ours that end in between are not mistaken for another client's.
+    pub fn set_engine_load(&self, load: EngineLoad, ours_when_asked: usize) {
+        let ours = ours_when_asked.max(self.in_flight()) as u64;
+        self.others_running.store(
+            load.running_requests.saturating_sub(ours),
+            Ordering::Relaxed,
+        );
         self.engine_running
             .store(load.running_requests, Ordering::Relaxed);
         self.engine_waiting
@@ -248,7 +264,7 @@ mod tests {
             offset_of!(Worker, healthy) + 1,
             offset_of!(Worker, in_flight) + 8,
             offset_of!(Worker, pending_prefill) + 8,
-            offset_of!(Worker, engine_running) + 8,
+            offset_of!(Worker, others_running) + 8,
             offset_of!(Worker, engine_waiting_uncached) + 8,
             offset_of!(Worker, member) + 8,
             breaker_open + 8,
@@ -281,5 +297,34 @@ mod tests {
         // Its load is its own.
         unit.book(10);
         assert_eq!((unit.in_flight(), member.in_flight()), (1, 0));
+    }
+
+    #[test]
+    fn running_is_our_bookings_now_plus_the_engines_others_at_its_last_report() {
+        let w = Worker::new(WorkerId(0), "http://127.0.0.1:1").unwrap();
+        for _ in 0..128 {
+            w.book(0);
+        }
+        let report = |running| EngineLoad {
+            running_requests: running,
+            ..EngineLoad::default()
+        };
+        // The engine runs our 128 and 20 of someone else's.
+        w.set_engine_load(report(148), 128);
+        assert_eq!(w.running(), 148);
+        // Ours end before the next report: they are not counted any longer.
+        for _ in 0..120 {
+            w.release();
+        }
+        assert_eq!(w.running(), 28);
+        assert_eq!(
+            w.engine_load().running_requests,
+            148,
+            "the report itself is kept"
+        );
+        // A report asked for while 128 of ours ran and read after 120 ended counts the 128 as
+        // ours, not as someone else's.
+        w.set_engine_load(report(128), 128);
+        assert_eq!(w.running(), 8);
     }
 }

@@ -326,3 +326,28 @@ async fn a_stall_comes_after_its_token_count_however_far_the_engine_ran() {
     assert_eq!(counts.last(), Some(&20));
     assert!(t.elapsed() >= Duration::from_secs(1));
 }
+
+/// `--log-level switchboard::sim::driver=debug`: a line per admitted request and per scheduler
+/// step, which says what the step did (how a load's arrivals fall into prefill batches).
+#[tokio::test]
+async fn debug_logging_shows_each_step() {
+    let sim = support::sim(&["--log-level", "switchboard::sim::driver=debug"]).await;
+    let body = json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 3}});
+    let r = post(&format!("{}/generate", sim.url), &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    r.bytes().await.expect("body");
+    let wanted = [
+        "request admitted id=",
+        "step kind=Prefill started=1 finished=0",
+        "step kind=Decode started=0 finished=1",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let logs = sim.logs();
+        if wanted.iter().all(|w| logs.contains(w)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{wanted:?} not all in:\n{logs}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
