@@ -14,6 +14,7 @@
 #   env: CALLGRIND_OUT (a temp file): the callgrind profile, for `callgrind_annotate`
 #        CALLGRIND_SECS (20), CALLGRIND_WARMUP (5)
 #        CALLGRIND_SERVE_ARGS (none): more `serve` flags, e.g. `--whole-answers at-once`
+#        CALLGRIND_LOAD (a `load` bench binary, default: `cargo bench --bench load --no-run`'s)
 #
 # Compare two builds by running this for each back to back: the counts per unit move by a few
 # per cent between runs of one binary (how much one wake-up finds depends on timing).
@@ -47,8 +48,8 @@ esac
 SIM_ARGS+=" --prefill-per-token-us 0 --prefill-attn-ns 0 --decode-batch-knee 1024"
 SIM_ARGS+=" --decode-per-seq-us 0 --decode-per-1k-ctx-us 0"
 
-LOAD=$(cd "$ROOT" && cargo bench --bench load --no-run 2>&1 |
-    sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+LOAD=${CALLGRIND_LOAD:-$(cd "$ROOT" && cargo bench --bench load --no-run 2>&1 |
+    sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)}
 [[ -x $LOAD ]] || { echo "callgrind: cannot build the load bench" >&2; exit 1; }
 
 PIN_GW=() PIN_SIM=()

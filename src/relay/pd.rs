@@ -1,7 +1,9 @@
 //! Prefill/decode disaggregation: a PD attempt sends the same request to a prefill and a decode
-//! worker at once, with bootstrap fields that pair them. The decode worker's stream is the
-//! answer; the prefill worker's response is read to its end (it ends once the KV was handed
-//! over) for its `cached_tokens`. Either failing before the first token fails the attempt.
+//! worker at once, with bootstrap fields that pair them. The decode worker's stream (or, with
+//! `--whole-answers at-once`, its one response) is the answer; the prefill worker's response,
+//! a stream or one object as the request asked, is read to its end (it ends once the KV was
+//! handed over) for its `cached_tokens`. Either failing before the first token fails the
+//! attempt.
 
 use std::future::Future;
 use std::sync::Arc;

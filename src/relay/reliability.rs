@@ -42,7 +42,7 @@ pub enum WholeAnswers {
     /// real time to first token, its deadline and metric, the idle deadline, and migration when
     /// the worker dies.
     Chunked,
-    /// One answer from the worker (not a PD pair; not for a request with stop strings, which
+    /// One answer from the worker (a PD pair's too; not for a request with stop strings, which
     /// the gateway may have to apply itself as tokens come): one read and one parse instead of
     /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request timeout
     /// alone; a worker that dies has the generation started over elsewhere (nothing reached

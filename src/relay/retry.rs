@@ -45,8 +45,8 @@ pub struct Dest {
     /// killed by that abort, and so would any rid it prefixes (SGLang aborts by prefix).
     pub rid: String,
     /// The worker is asked for the whole answer in one response, when the target wants it at
-    /// once and this is no PD pair (whose prefill answer is read as a stream). Its first token
-    /// is its last, so only the total limit bounds it.
+    /// once (a PD pair's prefill worker too: the pair shares one request). Its first token is
+    /// its last, so only the total limit bounds it.
     pub at_once: bool,
 }
 
@@ -123,7 +123,7 @@ where
             .map(|(_, pw, ppick)| Leg::book(&relay, pw, *ppick, prompt_len, rids));
         ex.waiting_on(&worker.origin);
         let dest = Dest {
-            at_once: target.at_once && prefill.is_none(),
+            at_once: target.at_once,
             worker: Arc::clone(&worker),
             prefill: prefill.map(|(bootstrap, pw, _)| PrefillTarget {
                 worker: pw,

@@ -273,20 +273,31 @@ async fn at_once_a_grpc_worker_sends_one_complete_message() {
     assert_eq!((&answers[1], &answers[3]), (&json!(0.0), &json!(1.0)));
 }
 
-/// `--whole-answers at-once` leaves a PD pair streaming (the prefill's answer is read as a
-/// stream, and the decode leg's first token is what the pair waits for): the same answer,
-/// still timed per chunk.
+/// `--whole-answers at-once` before a PD pair: both workers get the pair's one request with
+/// `stream: false` (the prefill worker's answer, one token, is read as one JSON object), and the
+/// client's answer comes in one response from the decode worker: the same text as through a
+/// chunked pair, with no decoding timed.
 #[tokio::test]
-async fn at_once_a_pd_pair_still_streams() {
+async fn at_once_a_pd_pair_answers_in_one_response() {
     let p = prefill_sim(&[]).await;
     let d = decode_sim(&["--decode-base-us", "4000"]).await;
-    let gw = pd_gateway(&[&p], &[&d], &["--whole-answers", "at-once"]).await;
+    let at_once = pd_gateway(&[&p], &[&d], &["--whole-answers", "at-once"]).await;
+    let chunked = pd_gateway(&[&p], &[&d], &[]).await;
     let body = json!({"model": MODEL, "max_tokens": 6, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "a pair, at once"}]});
-    let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
-    assert_eq!(r.status().as_u16(), 200);
-    let v: Value = r.json().await.expect("json");
-    assert_eq!(v["usage"]["completion_tokens"], 6, "{v}");
-    let metrics = support::metrics_text(&gw.url).await;
-    assert_eq!(timed(&metrics)[1], 1.0, "{metrics}");
+    let mut contents = Vec::new();
+    for gw in [&at_once, &chunked] {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], 6, "{v}");
+        contents.push(v["choices"][0]["message"]["content"].clone());
+    }
+    assert_eq!(contents[0], contents[1]);
+    let timed_by = |gw: &Proc| {
+        let url = gw.url.clone();
+        async move { timed(&support::metrics_text(&url).await) }
+    };
+    assert_eq!(timed_by(&at_once).await, [1.0, 0.0]);
+    assert_eq!(timed_by(&chunked).await, [1.0, 1.0]);
 }
