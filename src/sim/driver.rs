@@ -339,7 +339,7 @@ impl Driver {
     }
 }
 
-/// With `--log-level debug`: what each step does (with each request's admission, how a load's
+/// With `--log-level switchboard::sim::driver=debug`: what each step does (with each request's admission, how a load's
 /// arrivals fall into prefill batches; how the closed-loop benchmarks' cohorts split was read
 /// from these).
 fn log_step(step: &super::engine::Step) {

@@ -39,6 +39,23 @@ pub fn free_port() -> u16 {
         .expect("no free port")
 }
 
+/// The first of `count` consecutive ports free right now, below the kernel's ephemeral range
+/// (32768 and up): the other tests' servers, which bind port 0, and their connections' local
+/// ports cannot take one between this check and the bind of the process it is named to.
+pub fn free_range(count: u16) -> u16 {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let span = 12_000 - u32::from(count);
+    (0..1000u32)
+        .map(|i| 20_000 + ((seed / 7 + i * 7_919) % span) as u16)
+        .find(|&first| {
+            (first..first + count).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        })
+        .expect("free ports below 32768")
+}
+
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{}", env!("CARGO_MANIFEST_DIR"), rel)
 }
@@ -106,18 +123,22 @@ async fn try_bare_sim(extra: &[&str]) -> Result<Proc, String> {
 }
 
 /// `count` simulated workers in one process (`sim --ports FIRST-LAST`) and their URLs, all
-/// healthy. The range is picked free a moment before (the only way to name one); a range
-/// taken in between is tried again elsewhere.
+/// healthy. The range is picked free a moment before (the only way to name one; below the
+/// ephemeral ports, where other tests' connections would land); a range taken in between is
+/// tried again elsewhere.
 pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
+    let mut failed = String::new();
     for _ in 0..10 {
-        let first = free_port();
-        let Some(last) = first.checked_add(count - 1) else {
-            continue;
-        };
+        let first = free_range(count);
+        let last = first + (count - 1);
         let mut args: Vec<String> = vec!["sim".into(), "--ports".into(), format!("{first}-{last}")];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let Ok(p) = try_start(args, &[], SIM_FLEET_LISTENING).await else {
-            continue;
+        let p = match try_start(args, &[], SIM_FLEET_LISTENING).await {
+            Ok(p) => p,
+            Err(e) => {
+                failed = e;
+                continue;
+            }
         };
         let urls: Vec<String> = (first..=last)
             .map(|port| format!("http://127.0.0.1:{port}"))
@@ -127,7 +148,7 @@ pub async fn sim_fleet(count: u16, extra: &[&str]) -> (Proc, Vec<String>) {
         }
         return (p, urls);
     }
-    panic!("no free range of {count} ports for a sim fleet");
+    panic!("no free range of {count} ports for a sim fleet; the last try: {failed}");
 }
 
 /// A sim (`--grpc-mode` if `grpc`) with `flags`, publishing KV events at a port found free a

@@ -43,19 +43,6 @@ pub fn command() -> Option<String> {
     }
 }
 
-/// A port free right now, below the kernel's ephemeral range (32768 and up), so that the other
-/// tests' servers, which bind port 0, cannot take it between this check and Phoenix's bind.
-fn free_port() -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    (0..1000u32)
-        .map(|i| 20_000 + ((seed / 7 + i * 7_919) % 12_000) as u16)
-        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        .expect("a free port below 32768")
-}
-
 /// How a start ended when Phoenix did not become ready.
 enum Failed {
     Exited(String),
@@ -87,7 +74,7 @@ impl Phoenix {
     }
 
     async fn start_once(command: &str) -> Result<Phoenix, Failed> {
-        let (http_port, grpc_port) = (free_port(), free_port());
+        let (http_port, grpc_port) = (super::free_range(1), super::free_range(1));
         let dir = std::env::temp_dir().join(format!(
             "switchboard-phoenix-{}-{http_port}",
             std::process::id()
