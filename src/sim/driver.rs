@@ -339,9 +339,9 @@ impl Driver {
     }
 }
 
-/// With `--log-level switchboard::sim::driver=debug`: what each step does (with each request's admission, how a load's
-/// arrivals fall into prefill batches; how the closed-loop benchmarks' cohorts split was read
-/// from these).
+/// With `--log-level switchboard::sim::driver=debug`: what each step does. With each request's
+/// admission, how a load's arrivals fall into prefill batches (how the closed-loop benchmarks'
+/// cohorts split was read from these).
 fn log_step(step: &super::engine::Step) {
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return;
