@@ -25,6 +25,21 @@ async fn generate(gw: &Proc, ids: &[u32]) {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
 }
 
+/// Waits until every rank's last load report, as the gateway holds it, shows nothing running
+/// or queued.
+async fn idle_reports(gw: &Proc) {
+    support::eventually("every rank reported idle", || async {
+        let w = support::workers(&gw.url).await;
+        w["workers"][0]["dp_ranks"].as_array().is_some_and(|ranks| {
+            ranks.iter().all(|r| {
+                let load = &r["engine_load"];
+                load["running_requests"] == 0 && load["waiting_uncached_tokens"] == 0
+            })
+        })
+    })
+    .await;
+}
+
 /// Waits until the gateway is ready and routes the one worker as four rank units.
 async fn four_ranks(gw: &Proc) {
     support::ready(gw).await;
@@ -44,10 +59,14 @@ async fn a_grpc_dp_worker_is_routed_per_rank_and_reports_per_rank() {
     // Four prefixes, three rounds: each prefix pinned to one rank, every request pinned.
     for round in 0..3 {
         for group in 0..4u32 {
-            // Long enough that the cached prefix outweighs a load report that lags a request.
             let mut ids = prompt(group, 400);
             ids.extend([9000 + round, 9100 + round]);
             generate(&gw, &ids).await;
+            // The next request is routed on the ranks' reports of none running or queued: one
+            // that still shows this request (a cold prompt's 402 uncached tokens queued, and
+            // running) would outweigh the next prompt's cached prefix there. On one busy core
+            // such a report sometimes came back just after the request ended.
+            idle_reports(&gw).await;
         }
     }
     let log = sim_request_log(sim.http_url()).await;
