@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod booked;
+mod shutdown;
 
 pub use booked::Leg;
+pub(super) use shutdown::stopped;
+use shutdown::ShutdownWait;
 
 use super::reliability::Deadlines;
 use super::Relay;
@@ -34,7 +37,7 @@ pub struct Exchange {
     deadlines: Deadlines,
     /// Resolves once the shutdown grace period is over. One registration for the whole
     /// exchange: a fresh one per wait (one per token of a stream) takes the watch's lock.
-    shutdown: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
+    shutdown: ShutdownWait,
     /// The one timer of the exchange's waits, moved to each wait's deadline: pushing a tokio
     /// timer's deadline later takes no lock, where a fresh timer per wait takes two.
     deadline_timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -74,10 +77,7 @@ impl Exchange {
             endpoint,
             timer: RequestTimer::start_at(start),
             deadlines: Deadlines::new(start, &relay.reliability, relay.request_timeout_secs),
-            shutdown: {
-                let mut rx = relay.shutdown.subscribe();
-                Box::pin(async move { stopped(&mut rx).await })
-            },
+            shutdown: ShutdownWait::new(&relay.shutdown),
             deadline_timer: None,
             leg: None,
             waiting_on: None,
@@ -198,7 +198,7 @@ impl Exchange {
             self.deadlines
         };
         let (limit, stage) = deadlines.next_wait(self.has_first_token());
-        let shutdown = self.shutdown.as_mut();
+        let shutdown = &mut self.shutdown;
         let outcome = match limit {
             Some(limit) => {
                 let deadline = tokio::time::Instant::now() + limit;
@@ -356,17 +356,5 @@ fn shutting_down() -> UpstreamError {
     UpstreamError::Aborted {
         message: "the gateway is shutting down".into(),
         status: Some(503),
-    }
-}
-
-/// Resolves once the shutdown grace period is over (never, if the sender is gone).
-pub(super) async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
-    loop {
-        if *rx.borrow_and_update() {
-            return;
-        }
-        if rx.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
     }
 }
