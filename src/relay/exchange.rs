@@ -35,8 +35,8 @@ pub struct Exchange {
     endpoint: Endpoint,
     timer: RequestTimer,
     deadlines: Deadlines,
-    /// Resolves once the shutdown grace period is over. One registration for the whole
-    /// exchange: a fresh one per wait (one per token of a stream) takes the watch's lock.
+    /// Resolves once the shutdown grace period is over: one registration for the whole
+    /// exchange, checked without a lock on every wait ([`ShutdownWait`]).
     shutdown: ShutdownWait,
     /// The one timer of the exchange's waits, moved to each wait's deadline: pushing a tokio
     /// timer's deadline later takes no lock, where a fresh timer per wait takes two.

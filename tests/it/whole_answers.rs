@@ -294,10 +294,12 @@ async fn at_once_a_pd_pair_answers_in_one_response() {
         contents.push(v["choices"][0]["message"]["content"].clone());
     }
     assert_eq!(contents[0], contents[1]);
-    let timed_by = |gw: &Proc| {
-        let url = gw.url.clone();
-        async move { timed(&support::metrics_text(&url).await) }
-    };
-    assert_eq!(timed_by(&at_once).await, [1.0, 0.0]);
-    assert_eq!(timed_by(&chunked).await, [1.0, 1.0]);
+    assert_eq!(
+        timed(&support::metrics_text(&at_once.url).await),
+        [1.0, 0.0]
+    );
+    assert_eq!(
+        timed(&support::metrics_text(&chunked.url).await),
+        [1.0, 1.0]
+    );
 }
