@@ -9,7 +9,7 @@ use context::TemplateContext;
 use minijinja::value::{Serde, Value};
 use serde_json::{Map, Value as Json};
 
-use super::{content, TokenizeError, Tokenizer};
+use super::{content, ChatTemplate, TokenizeError, Tokenizer};
 use crate::protocol::openai::Tool;
 
 /// What a chat template is rendered from (an OpenAI chat request, mostly).
@@ -48,6 +48,27 @@ impl Tokenizer {
         &self,
         req: &ChatTemplateInput<'_>,
     ) -> Result<String, TokenizeError> {
+        let (template, ctx, text_bytes) = self.template_context(req)?;
+        template.render(ctx, req.tools.is_some(), text_bytes)
+    }
+
+    /// The split form of the template alone (`chat_template::concat`), without the original
+    /// to fall back on: for tests that the split form is used and right.
+    #[cfg(test)]
+    pub(crate) fn apply_split_chat_template(
+        &self,
+        req: &ChatTemplateInput<'_>,
+    ) -> Result<String, TokenizeError> {
+        let (template, ctx, _) = self.template_context(req)?;
+        template.render_split(ctx, req.tools.is_some())
+    }
+
+    /// The model's template, the variables to render `req` with, and the bytes of the
+    /// messages' text.
+    fn template_context(
+        &self,
+        req: &ChatTemplateInput<'_>,
+    ) -> Result<(&ChatTemplate, Value, usize), TokenizeError> {
         let template = self
             .inner
             .template
@@ -55,8 +76,11 @@ impl Tokenizer {
             .ok_or_else(|| TokenizeError::Template("the model has no chat template".into()))?;
         let format = template.content_format();
         let mut messages = Vec::with_capacity(req.messages.len());
+        let mut text_bytes = 0;
         for m in req.messages {
-            messages.push(to_value(content::normalize_message(m, format)?.as_ref()));
+            let m = content::normalize_message(m, format)?;
+            text_bytes += m.get("content").and_then(Json::as_str).map_or(0, str::len);
+            messages.push(to_value(m.as_ref()));
         }
 
         let extra = req
@@ -72,7 +96,7 @@ impl Tokenizer {
             extra,
             Arc::clone(&self.inner.template_vars),
         );
-        template.render(Value::from_object(ctx), req.tools.is_some())
+        Ok((template, Value::from_object(ctx), text_bytes))
     }
 
     /// Template, then `encode(prompt, add_special_tokens=false)`, as SGLang

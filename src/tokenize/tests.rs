@@ -73,6 +73,33 @@ fn golden_chat_prompts_and_ids() {
     }
 }
 
+/// The templates' joining blocks are split (`chat_template::concat`), and the split forms
+/// alone give transformers' prompts: the fast path is taken and is right.
+#[test]
+fn golden_chat_prompts_from_the_split_templates() {
+    for name in ALL {
+        let tok = load(name);
+        let g = golden(name);
+        for (i, case) in g["chat"].as_array().unwrap().iter().enumerate() {
+            let tools: Option<Vec<crate::protocol::openai::Tool>> = case
+                .get("tools")
+                .map(|t| serde_json::from_value(t.clone()).unwrap());
+            let input = ChatTemplateInput {
+                messages: case["messages"].as_array().unwrap(),
+                tools: tools.as_deref(),
+                add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
+                extra: None,
+            };
+            let prompt = tok.apply_split_chat_template(&input);
+            assert_eq!(
+                prompt.as_deref().map_err(ToString::to_string),
+                Ok(case["prompt"].as_str().unwrap()),
+                "{name} chat #{i}"
+            );
+        }
+    }
+}
+
 #[test]
 fn golden_encode_ids() {
     for name in ALL {

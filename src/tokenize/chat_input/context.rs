@@ -130,7 +130,7 @@ mod tests {
 
     fn render(src: &str, ctx: Value) -> String {
         ChatTemplate::new(src.to_owned(), None)
-            .and_then(|t| t.render(ctx, false))
+            .and_then(|t| t.render(ctx, false, 0))
             .unwrap()
     }
 
