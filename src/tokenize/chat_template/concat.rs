@@ -3,9 +3,9 @@
 //! Chat templates build each message as `{{ '<|im_start|>' + message['role'] + '\n' +
 //! message['content'] + '<|im_end|>' + '\n' }}`. minijinja evaluates that left to right, and
 //! every `+` makes a new string and copies it into a new value: a message's content is copied
-//! twice by each `+` after it (six times here), which on a 12 KB prompt was more bytes copied
-//! than anything else the gateway did for the request. The same block as `{{ a }}{{ b }}…`
-//! writes each piece once, straight into the output.
+//! twice by the `+` that adds it and by each one after (six times here), which on a 12 KB
+//! prompt was more bytes copied than anything else the gateway did for the request. The same
+//! block as `{{ a }}{{ b }}…` writes each piece once, straight into the output.
 //!
 //! The two are the same output whenever every operand is a string: both operators then
 //! concatenate, in order, whatever the grouping. So each operand that is not a string literal
