@@ -47,7 +47,7 @@ pub(super) fn split_concatenations(source: &str) -> Option<String> {
         let (text, tail) = rest.split_at(at);
         out.push_str(text);
         if let Some(body) = tail.strip_prefix("{{") {
-            let end = expression_end(body)?;
+            let end = tag_end(body, b'}')?;
             let block = &tail[..2 + end + 2];
             match split_block(&body[..end]) {
                 Some(split) => {
@@ -62,7 +62,7 @@ pub(super) fn split_concatenations(source: &str) -> Option<String> {
             out.push_str(&tail[..2 + end + 2]);
             rest = &tail[2 + end + 2..];
         } else if let Some(body) = tail.strip_prefix("{%") {
-            let end = expression_end_of(body, b'%')?;
+            let end = tag_end(body, b'%')?;
             let mut len = 2 + end + 2;
             if tag_name(&body[..end]) == "raw" {
                 len += raw_end(&tail[len..])?;
@@ -78,13 +78,9 @@ pub(super) fn split_concatenations(source: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Where the `}}` that closes an output block starts in `body` (what follows `{{`).
-fn expression_end(body: &str) -> Option<usize> {
-    expression_end_of(body, b'}')
-}
-
-/// Where `close` + `}` ends a block (outside strings and brackets) in `body`.
-fn expression_end_of(body: &str, close: u8) -> Option<usize> {
+/// Where the `close` + `}` that ends a tag starts in `body` (what follows its `{{` or `{%`),
+/// outside strings and brackets.
+fn tag_end(body: &str, close: u8) -> Option<usize> {
     let bytes = body.as_bytes();
     let mut depth = 0usize;
     let mut i = 0;
@@ -132,7 +128,7 @@ fn raw_end(text: &str) -> Option<usize> {
     loop {
         let at = from + text[from..].find("{%")?;
         let body = &text[at + 2..];
-        let end = expression_end_of(body, b'%')?;
+        let end = tag_end(body, b'%')?;
         if tag_name(&body[..end]) == "endraw" {
             return Some(at + 2 + end + 2);
         }
