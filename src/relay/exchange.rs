@@ -16,7 +16,7 @@ pub use booked::Leg;
 pub(super) use shutdown::stopped;
 use shutdown::ShutdownWait;
 
-use super::reliability::Deadlines;
+use super::reliability::{AtOnce, Deadlines};
 use super::Relay;
 use crate::metrics::{Endpoint, Outcome, RequestTimer, Stage};
 use crate::upstream::{Origin, UpstreamError};
@@ -182,20 +182,19 @@ impl Exchange {
         &mut self,
         fut: impl Future<Output = Result<T, UpstreamError>>,
     ) -> Result<T, UpstreamError> {
-        self.wait_for(fut, false).await
+        self.wait_for(fut, None).await
     }
 
-    /// [`Exchange::wait`] for an answer that comes `whole` (its first token is its last): under
-    /// the total limit only (see [`Deadlines::without_first_token_limit`]).
+    /// [`Exchange::wait`] for an answer that may come `at_once` (its first token is its last):
+    /// see [`Deadlines::for_answer_at_once`].
     pub async fn wait_for<T>(
         &mut self,
         fut: impl Future<Output = Result<T, UpstreamError>>,
-        whole: bool,
+        at_once: Option<AtOnce>,
     ) -> Result<T, UpstreamError> {
-        let deadlines = if whole {
-            self.deadlines.without_first_token_limit()
-        } else {
-            self.deadlines
+        let deadlines = match at_once {
+            Some(at_once) => self.deadlines.for_answer_at_once(at_once),
+            None => self.deadlines,
         };
         let (limit, stage) = deadlines.next_wait(self.has_first_token());
         let shutdown = &mut self.shutdown;

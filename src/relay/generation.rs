@@ -13,7 +13,7 @@ use migration::cut_overlap;
 
 use super::exchange::{Exchange, Placement, Usage};
 use super::leg::{open_leg, Leg};
-use super::reliability::WholeAnswers;
+use super::reliability::{AtOnce, WholeAnswers};
 use super::retry;
 use super::Relay;
 use crate::error::GatewayError;
@@ -60,13 +60,30 @@ impl Spec {
         self
     }
 
-    /// The worker is asked for the whole answer in one response (`--whole-answers at-once`),
-    /// unless the request has stop strings (see [`Spec::for_client`]: the gateway may have to
-    /// end the generation at one, which it can only do while the tokens come one by one).
-    fn at_once(&self, relay: &Relay) -> bool {
-        self.whole
-            && self.params.stop.is_empty()
-            && relay.reliability.whole_answers == WholeAnswers::AtOnce
+    /// Whether the worker is asked for the whole answer in one response (`--whole-answers`):
+    /// never with stop strings (see [`Spec::for_client`]: the gateway may have to end the
+    /// generation at one, which it can only do while the tokens come one by one), nor under
+    /// `auto` for an answer that may need more than one chunk after its first token.
+    fn at_once(&self, relay: &Relay) -> Option<AtOnce> {
+        if !self.whole || !self.params.stop.is_empty() {
+            return None;
+        }
+        let interval = self
+            .params
+            .stream_interval
+            .unwrap_or(WHOLE_ANSWER_STREAM_INTERVAL)
+            .max(1);
+        // Tokens after the first, in chunks of the interval.
+        let chunks_after_first = self
+            .params
+            .max_new_tokens
+            .map(|n| n.saturating_sub(1).div_ceil(interval));
+        let at_once = AtOnce { chunks_after_first };
+        match relay.reliability.whole_answers {
+            WholeAnswers::AtOnce => Some(at_once),
+            WholeAnswers::Auto if chunks_after_first.is_some_and(|c| c <= 1) => Some(at_once),
+            WholeAnswers::Auto | WholeAnswers::Chunked => None,
+        }
     }
 }
 

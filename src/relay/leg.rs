@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use super::exchange::{Exchange, Placement};
 use super::pd;
+use super::reliability::AtOnce;
 use super::retry::{self, Target};
 use crate::error::GatewayError;
 use crate::metrics::Stage;
@@ -32,7 +33,7 @@ pub(super) struct Leg<'a> {
     pub prefer: Option<Placement>,
     /// Ask for the whole answer in one response where the worker can send it so (see
     /// `retry::Dest::at_once`).
-    pub at_once: bool,
+    pub at_once: Option<AtOnce>,
 }
 
 /// One leg through the retry loop: `/generate` (a gRPC worker: `Generate`) with these ids, up
@@ -70,7 +71,7 @@ pub(super) async fn open_leg(
             let request = GenerateRequest {
                 input_ids,
                 sampling_params: params,
-                stream: !dest.at_once,
+                stream: dest.at_once.is_none(),
                 rid: &dest.rid,
                 return_logprob: logprobs.is_some(),
                 top_logprobs_num: logprobs.unwrap_or(0),

@@ -62,7 +62,7 @@ pub async fn forward(relay: &Arc<Relay>, f: Forward<'_>) -> Result<Response, Gat
         abort: f.abort,
         prefer: None,
         // A forwarded body says itself whether it streams.
-        at_once: false,
+        at_once: None,
     };
     let sent = retry::open(&mut ex, &target, &mut tried, |dest| {
         let client = relay.client.clone();

@@ -31,24 +31,40 @@ pub struct ReliabilityConfig {
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_period_secs: u64,
     /// How a worker sends the answer to a request whose client waits for all of it.
-    #[arg(long, value_enum, default_value_t = WholeAnswers::Chunked)]
+    #[arg(long, value_enum, default_value_t = WholeAnswers::Auto)]
     pub whole_answers: WholeAnswers,
 }
 
 /// How a worker sends an answer the client reads whole (not as a stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WholeAnswers {
+    /// At once when the answer can be no longer than the first token and one chunk after it
+    /// of 32 (`max_tokens` ≤ 33), where chunks would give nothing but the worker's time to first
+    /// token: restarting such an answer elsewhere redoes at most 32 decode steps, and its wait
+    /// has the limit its two chunks would have had. Chunked otherwise.
+    Auto,
     /// Streamed in chunks (the first token at once, then a chunk per 32 tokens): the worker's
     /// real time to first token, its deadline and metric, the idle deadline, and migration when
     /// the worker dies.
     Chunked,
     /// One answer from the worker (a PD pair's too; not for a request with stop strings, which
     /// the gateway may have to apply itself as tokens come): one read and one parse instead of
-    /// two, ~20 % less gateway CPU a short request. The wait is bounded by the request timeout
-    /// alone; a worker that dies has the generation started over elsewhere (nothing reached
-    /// the client), not continued; the time to first token recorded is the whole answer's, as
-    /// its client sees it.
+    /// two, ~20 % less gateway CPU a short request. The wait may last as long as its chunks
+    /// could have taken (see [`AtOnce`]); a worker that dies has the
+    /// generation started over elsewhere (nothing reached the client), not continued; the time
+    /// to first token recorded is the whole answer's, as its client sees it.
     AtOnce,
+}
+
+/// A worker asked for the whole answer in one response. Its first token is its last, so the
+/// wait is bounded by what the chunked form's waits add up to: the first-token limit plus one
+/// idle gap per chunk after the first token. An answer that would have come in time in chunks
+/// is never cut; a stalled worker is caught that much later. Unbounded (the total limit only)
+/// when the answer's length is (no `max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtOnce {
+    /// Chunks the answer would have taken after its first token.
+    pub chunks_after_first: Option<u32>,
 }
 
 impl ReliabilityConfig {
@@ -86,10 +102,14 @@ impl Deadlines {
         }
     }
 
-    /// The first token comes with the whole answer (`WholeAnswers::AtOnce`): only the total
-    /// limit bounds the wait, as the time-to-first-token limit would cut a long answer short.
-    pub fn without_first_token_limit(self) -> Deadlines {
-        Deadlines { ttft: None, ..self }
+    /// The first token comes with the whole answer: its limit is the first token's plus an
+    /// idle gap per chunk the answer would have taken (see [`AtOnce`]).
+    pub fn for_answer_at_once(self, at_once: AtOnce) -> Deadlines {
+        let ttft = match (self.ttft, self.idle, at_once.chunks_after_first) {
+            (Some(first), Some(gap), Some(chunks)) => Some(first + gap * chunks),
+            _ => None,
+        };
+        Deadlines { ttft, ..self }
     }
 
     /// How long the next wait for the worker may take, and which limit that is.
@@ -122,7 +142,7 @@ mod tests {
             ttft_timeout_secs: ttft,
             stream_idle_timeout_secs: idle,
             shutdown_grace_period_secs: 0,
-            whole_answers: WholeAnswers::Chunked,
+            whole_answers: WholeAnswers::Auto,
         }
     }
 
@@ -158,12 +178,25 @@ mod tests {
     }
 
     #[test]
-    fn a_whole_answer_waits_under_the_total_limit_only() {
-        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 100).without_first_token_limit();
+    fn an_answer_at_once_waits_as_long_as_its_chunks_could_have() {
+        let unbounded = AtOnce {
+            chunks_after_first: None,
+        };
+        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 100).for_answer_at_once(unbounded);
         let (w, what) = d.next_wait(false);
         assert!(w.is_some_and(|w| w > Duration::from_secs(99)), "{w:?}");
         assert_eq!(what, "total request time");
-        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 0).without_first_token_limit();
+        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 0).for_answer_at_once(unbounded);
+        assert_eq!(d.next_wait(false).0, None);
+        let two_chunks = AtOnce {
+            chunks_after_first: Some(2),
+        };
+        let d = Deadlines::new(Instant::now(), &cfg(10, 3), 100).for_answer_at_once(two_chunks);
+        let (w, what) = d.next_wait(false);
+        assert!(w.is_some_and(|w| w <= Duration::from_secs(16) && w > Duration::from_secs(15)));
+        assert_eq!(what, "time to first token");
+        // No idle limit: the chunks could have taken any time.
+        let d = Deadlines::new(Instant::now(), &cfg(10, 0), 0).for_answer_at_once(two_chunks);
         assert_eq!(d.next_wait(false).0, None);
     }
 }

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::exchange::{Exchange, Leg, Placement};
 use super::pd::PrefillTarget;
+use super::reliability::AtOnce;
 use crate::error::GatewayError;
 use crate::routing::{Pick, Policy, RouteRequest, Router};
 use crate::upstream::UpstreamError;
@@ -30,8 +31,8 @@ pub struct Target<'a> {
     /// Workers to use while they can take it (a fan-out's later generations go where its
     /// first went, whose prompt is cached there); otherwise the policy picks.
     pub prefer: Option<Placement>,
-    /// The answer is wanted at once (`--whole-answers at-once`), where a worker can send it so.
-    pub at_once: bool,
+    /// The answer is wanted at once (`--whole-answers`), where a worker can send it so.
+    pub at_once: Option<AtOnce>,
 }
 
 /// Where one attempt goes: the worker whose answer the client gets, and in PD mode the prefill
@@ -46,8 +47,8 @@ pub struct Dest {
     pub rid: String,
     /// The worker is asked for the whole answer in one response, when the target wants it at
     /// once (a PD pair's prefill worker too: the pair shares one request). Its first token is
-    /// its last, so only the total limit bounds it.
-    pub at_once: bool,
+    /// its last: see [`AtOnce`] for the limit on its wait.
+    pub at_once: Option<AtOnce>,
 }
 
 /// Workers a request already failed on, per pool (kept across a restart, so a dead worker is

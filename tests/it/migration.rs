@@ -25,7 +25,9 @@ async fn a_restart_before_the_first_token_reports_the_prompt() {
     let healthy = support::sim(&["--time-scale", "0.01"]).await;
     set_faults(&dying, json!({"die_after_tokens": 0})).await;
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
-    let body = json!({"model": MODEL, "max_tokens": 4, "ignore_eos": true,
+    // 40 tokens: more than the first and one chunk, so the worker streams them (a shorter
+    // answer comes at once, and a worker dying before it is a retry, not a restart).
+    let body = json!({"model": MODEL, "max_tokens": 40, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "count the prompt"}]});
     // Round robin: one of the two lands on the dying worker first and is restarted elsewhere.
     let mut prompts = Vec::new();

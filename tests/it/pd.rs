@@ -111,7 +111,8 @@ async fn a_pair_answers_from_the_decode_sim_with_the_prefills_cache() {
 }
 
 /// A decode worker that takes the room's KV from the prefill sim's bootstrap port, then answers
-/// one token and reports no cached tokens (as decode workers that lose the count do).
+/// one token (a stream, or one JSON object when asked so) and reports no cached tokens (as
+/// decode workers that lose the count do).
 async fn forgetful_decode_worker() -> String {
     async fn generate(body: axum::body::Bytes) -> axum::response::Response {
         let req: Value = serde_json::from_slice(&body).unwrap();
@@ -125,6 +126,9 @@ async fn forgetful_decode_worker() -> String {
         let chunk = json!({"text": " a", "output_ids": [260],
             "meta_info": {"id": req["rid"], "prompt_tokens": info["prompt_tokens"], "completion_tokens": 1,
                           "cached_tokens": 0, "finish_reason": {"type": "length", "length": 1}}});
+        if req["stream"] == false {
+            return axum::Json(chunk).into_response();
+        }
         let sse = format!("data: {chunk}\n\ndata: [DONE]\n\n");
         (
             [(axum::http::header::CONTENT_TYPE, "text/event-stream")],

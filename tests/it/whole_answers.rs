@@ -1,7 +1,8 @@
 //! A client that waits for the whole answer: the worker is asked to stream it in chunks of
 //! `WHOLE_ANSWER_STREAM_INTERVAL` tokens (its first token at once), not one chunk per token, and
 //! every guarantee of a stream still holds at that grain (here: a migration mid-answer). With
-//! `--whole-answers at-once` the worker sends it in one response instead.
+//! `--whole-answers at-once` the worker sends it in one response instead; by default (`auto`)
+//! only an answer that fits in the first token and one chunk comes so.
 
 use serde_json::{json, Value};
 
@@ -34,11 +35,11 @@ fn timed(text: &str) -> [f64; 2] {
     .map(|n| support::metric_sum(text, &format!("switchboard_{n}_count{{endpoint=\"chat\"")))
 }
 
-/// A gateway with `--whole-answers at-once` and one with the default, both before `sim`, and
+/// A gateway with `--whole-answers at-once` and one with `chunked`, both before `sim`, and
 /// each one's answer to `body` (a 200 with 8 completion tokens), at once first.
 async fn at_once_and_chunked(sim: &Proc, body: &Value) -> (Proc, Proc, Vec<Value>) {
     let at_once = support::gateway(&[sim], &["--whole-answers", "at-once"]).await;
-    let chunked = support::gateway(&[sim], &[]).await;
+    let chunked = support::gateway(&[sim], &["--whole-answers", "chunked"]).await;
     let mut answers = Vec::new();
     for gw in [&at_once, &chunked] {
         let r = support::post(format!("{}/v1/chat/completions", gw.url), body).await;
@@ -67,7 +68,7 @@ async fn a_dying_and_a_healthy_worker() -> (Proc, Proc) {
 #[tokio::test]
 async fn a_whole_answer_is_asked_of_the_worker_in_chunks_a_stream_per_token() {
     let sim = support::sim(&["--zero-latency"]).await;
-    let gw = support::gateway(&[&sim], &[]).await;
+    let gw = support::gateway(&[&sim], &["--whole-answers", "chunked"]).await;
     let cases = [
         chat(false, 1, &[]),
         chat(false, 2, &[]),
@@ -179,8 +180,91 @@ async fn at_once_a_whole_answer_comes_in_one_response_and_streams_still_stream()
     assert_eq!(timed(&text), [3.0, 2.0], "stop strings: streamed: {text}");
 }
 
+/// By default (`auto`) a whole answer comes at once when it fits in the first token and one
+/// chunk after it (33 tokens at most), in chunks when it may be longer (or has stop strings);
+/// what the gateway timed shows which (per output token only when it came in chunks).
+#[tokio::test]
+async fn by_default_an_answer_of_one_chunk_after_its_first_token_comes_at_once() {
+    // 1 ms a decode step: every chunk's tokens take time, so chunks are timed per token.
+    let sim = support::sim(&["--decode-base-us", "1000"]).await;
+    let gw = support::gateway(&[&sim], &[]).await;
+    let longest = 1 + WHOLE_ANSWER_STREAM_INTERVAL;
+    let ask = |max_tokens: u32, stop: &[&str]| {
+        json!({"model": MODEL, "max_tokens": max_tokens, "ignore_eos": true, "stop": stop,
+               "messages": [{"role": "user", "content": "how long?"}]})
+    };
+    // [requests timed to the first token, of them per output token] after each request.
+    let cases = [
+        (ask(1, &[]), [1.0, 0.0]),
+        (ask(longest, &[]), [2.0, 0.0]),
+        (ask(longest + 1, &[]), [3.0, 1.0]),
+        (ask(8, &["never said"]), [4.0, 2.0]),
+    ];
+    for (body, expected) in cases {
+        let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(v["usage"]["completion_tokens"], body["max_tokens"], "{v}");
+        let text = support::metrics_text(&gw.url).await;
+        assert_eq!(timed(&text), expected, "after {body}: {text}");
+    }
+}
+
+/// At once, the wait is as long as the answer's chunks could have taken together: the
+/// first-token limit and one idle gap for an answer of one chunk after its first token. A
+/// worker that sends nothing for 3 s is cut at 2 s under 1 s + 1 s, not at the first-token
+/// limit's 1 s, and answers in time under 1 s + 3 s.
+#[tokio::test]
+async fn at_once_a_short_answer_waits_the_first_token_limit_and_one_idle_gap() {
+    let (cut_sim, kept_sim) = (
+        support::sim(&["--time-scale", "0.01"]).await,
+        support::sim(&["--time-scale", "0.01"]).await,
+    );
+    for sim in [&cut_sim, &kept_sim] {
+        let r = support::post(
+            format!("{}/sim/faults", sim.url),
+            &json!({"stall_secs": 3.0, "stall_after_tokens": 0}),
+        )
+        .await;
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let limits = |idle: &'static str| {
+        [
+            "--ttft-timeout-secs",
+            "1",
+            "--stream-idle-timeout-secs",
+            idle,
+        ]
+    };
+    let cut = support::gateway(&[&cut_sim], &limits("1")).await;
+    let kept = support::gateway(&[&kept_sim], &limits("3")).await;
+    let body = json!({"model": MODEL, "max_tokens": 8, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "a slow worker"}]});
+    let ask = |gw: &Proc| {
+        let (url, body) = (format!("{}/v1/chat/completions", gw.url), body.clone());
+        async move {
+            let t = std::time::Instant::now();
+            let r = support::post(url, &body).await;
+            let status = r.status().as_u16();
+            let v: Value = r.json().await.expect("json");
+            (status, v, t.elapsed())
+        }
+    };
+    let ((cut_status, cut_v, cut_took), (kept_status, kept_v, _)) =
+        tokio::join!(ask(&cut), ask(&kept));
+    assert_eq!(cut_status, 504, "{cut_v}");
+    assert_eq!(cut_v["error"]["code"], "upstream_timeout", "{cut_v}");
+    assert!(
+        cut_took >= std::time::Duration::from_millis(1900),
+        "cut before its second limit: {cut_took:?}"
+    );
+    support::sim_aborted_and_idle(&cut_sim.url).await;
+    assert_eq!(kept_status, 200, "{kept_v}");
+    assert_eq!(kept_v["usage"]["completion_tokens"], 8, "{kept_v}");
+}
+
 /// At once, the first token is the last: the time-to-first-token limit would cut every answer
-/// longer than it short, so only the request's total limit applies.
+/// longer than it short, so the wait adds an idle gap per chunk it would have come in.
 #[tokio::test]
 async fn at_once_an_answer_longer_than_the_first_token_limit_is_not_cut() {
     // 30 tokens at 50 ms: ~1.5 s, past a 1 s limit on the first token.
@@ -282,7 +366,7 @@ async fn at_once_a_pd_pair_answers_in_one_response() {
     let p = prefill_sim(&[]).await;
     let d = decode_sim(&["--decode-base-us", "4000"]).await;
     let at_once = pd_gateway(&[&p], &[&d], &["--whole-answers", "at-once"]).await;
-    let chunked = pd_gateway(&[&p], &[&d], &[]).await;
+    let chunked = pd_gateway(&[&p], &[&d], &["--whole-answers", "chunked"]).await;
     let body = json!({"model": MODEL, "max_tokens": 6, "ignore_eos": true,
                       "messages": [{"role": "user", "content": "a pair, at once"}]});
     let mut contents = Vec::new();

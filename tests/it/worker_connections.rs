@@ -110,7 +110,8 @@ impl Seen {
     }
 }
 
-/// A worker answering `/generate` with one finished token, `/health` with `ok` and anything else
+/// A worker answering `/generate` with one finished token (a stream, or one JSON object when
+/// asked for `stream: false`), `/health` with `ok` and anything else
 /// (`/abort_request`) with an empty 200, keeping each connection open for more requests, or
 /// closing it once it has been idle for `close_after`. With `stall_first`, the first
 /// `/generate` is never answered. Returns its URL and what it saw.
@@ -149,7 +150,7 @@ async fn serve(
             Some(idle) => tokio::time::timeout(idle, read).await.ok().flatten(),
             None => read.await,
         };
-        let Some(path) = path else { return };
+        let Some((path, streamed)) = path else { return };
         seen.paths.lock().unwrap()[conn].push(path.clone());
         let (status, body) = match path.as_str() {
             "/generate" if stall.swap(false, Ordering::SeqCst) => {
@@ -161,7 +162,11 @@ async fn serve(
                 let chunk = json!({"text": "Hi", "output_ids": [11],
                     "meta_info": {"prompt_tokens": 5, "completion_tokens": 1,
                                   "finish_reason": {"type": "length", "length": 1}}});
-                ("200 OK", format!("data: {chunk}\n\ndata: [DONE]\n\n"))
+                if streamed {
+                    ("200 OK", format!("data: {chunk}\n\ndata: [DONE]\n\n"))
+                } else {
+                    ("200 OK", chunk.to_string())
+                }
             }
             "/health" => ("200 OK", "ok".to_owned()),
             "/abort_request" => ("200 OK", String::new()),
@@ -178,8 +183,8 @@ async fn serve(
 }
 
 /// Reads one request (head and `content-length` body) from `sock`, leaving what follows it in
-/// `buf`; returns its path, or `None` once the peer closed.
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
+/// `buf`; returns its path and whether it asks for a stream, or `None` once the peer closed.
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, bool)> {
     let mut chunk = [0u8; 4096];
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -200,6 +205,8 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String>
         let n = sock.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
         buf.extend_from_slice(&chunk[..n]);
     }
+    let body: serde_json::Value =
+        serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or_default();
     buf.drain(..head_end + length);
-    Some(path)
+    Some((path, body["stream"] != false))
 }

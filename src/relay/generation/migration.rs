@@ -54,7 +54,7 @@ impl Generation {
             // The continuation goes wherever the policy says (the dead worker is excluded).
             prefer: None,
             // Only a stream is continued: an answer sent at once had nothing relayed before.
-            at_once: false,
+            at_once: None,
         };
         match open_leg(&mut self.exchange, leg, decoder.as_ref(), &mut self.tried).await {
             Ok((upstream, mut first)) => {

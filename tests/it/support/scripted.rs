@@ -1,6 +1,7 @@
-//! A hand-scripted SGLang worker: `/generate` answers with the SSE body a test builds, and
-//! every `/generate` body and `/abort_request` rid is recorded, for wire shapes and faults the
-//! simulator does not produce.
+//! A hand-scripted SGLang worker: `/generate` answers with the SSE body a test builds (asked
+//! for `stream: false`, with its last event as one JSON object, as SGLang's cumulative last
+//! chunk is the whole answer), and every `/generate` body and `/abort_request` rid is recorded,
+//! for wire shapes and faults the simulator does not produce.
 
 use std::sync::{Arc, Mutex};
 
@@ -72,8 +73,12 @@ pub async fn worker(reply: Reply) -> (String, Seen) {
     let (on_generate, on_abort) = (seen.clone(), seen.clone());
     let generate = move |Json(req): Json<Value>| {
         let body = reply(&req);
+        let at_once = req["stream"] == false;
         on_generate.generate.lock().expect("generate").push(req);
         async move {
+            if at_once {
+                return whole_answer(body).await;
+            }
             Response::builder()
                 .header(header::CONTENT_TYPE, "text/event-stream")
                 .body(Body::from_stream(body))
@@ -89,6 +94,33 @@ pub async fn worker(reply: Reply) -> (String, Seen) {
         .route("/generate", post(generate))
         .route("/abort_request", post(abort));
     (super::fake_worker(app).await, seen)
+}
+
+/// The answer to a request for `stream: false`: the scripted stream's last event, sent once the
+/// stream has ended; a stream that breaks breaks this answer too, before any of it.
+async fn whole_answer(mut body: BoxStream<'static, Result<Bytes, std::io::Error>>) -> Response {
+    let mut sse = Vec::new();
+    while let Some(part) = body.next().await {
+        match part {
+            Ok(bytes) => sse.extend_from_slice(&bytes),
+            Err(e) => {
+                let broken = futures_util::stream::once(async move { Err::<Bytes, _>(e) });
+                return Response::new(Body::from_stream(broken));
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&sse);
+    let last = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .last()
+        .unwrap_or("{}")
+        .to_owned();
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(last))
+        .unwrap_or_default()
 }
 
 /// The text a worker that decodes these output ids sends: their decode, less a trailing
