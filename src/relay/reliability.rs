@@ -50,17 +50,17 @@ pub enum WholeAnswers {
     /// One answer from the worker (a PD pair's too; not for a request with stop strings, which
     /// the gateway may have to apply itself as tokens come): one read and one parse instead of
     /// two, ~20 % less gateway CPU a short request. The wait may last as long as its chunks
-    /// could have taken (see [`AtOnce`]); a worker that dies has the
-    /// generation started over elsewhere (nothing reached the client), not continued; the time
-    /// to first token recorded is the whole answer's, as its client sees it.
+    /// could have taken (see [`AtOnce`]); a worker that dies has the generation started over
+    /// elsewhere (nothing reached the client), not continued; the time to first token recorded
+    /// is the whole answer's, as its client sees it.
     AtOnce,
 }
 
 /// A worker asked for the whole answer in one response. Its first token is its last, so the
 /// wait is bounded by what the chunked form's waits add up to: the first-token limit plus one
 /// idle gap per chunk after the first token. An answer that would have come in time in chunks
-/// is never cut; a stalled worker is caught that much later. Unbounded (the total limit only)
-/// when the answer's length is (no `max_tokens`).
+/// is never cut; a stalled worker is caught that much later. An answer of unbounded length (no
+/// `max_tokens`) waits under the total limit alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AtOnce {
     /// Chunks the answer would have taken after its first token.
