@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::grpc_workers::{chat, set_faults, sim_requests, stream_chat, FAST};
+use crate::grpc_workers::{chat, sim_requests, stream_chat, FAST};
 use crate::support;
 
 #[tokio::test]
@@ -60,7 +60,7 @@ async fn a_not_serving_grpc_worker_gets_no_requests() {
             support::metric_sum(&m, "switchboard_worker_healthy") == n
         }
     };
-    set_faults(&a, json!({"grpc_not_serving": true})).await;
+    support::set_faults(&a, json!({"grpc_not_serving": true})).await;
     support::eventually("the NOT_SERVING worker excluded", || healthy(1.0)).await;
     let before = sim_requests(&a).await;
     for i in 0..4 {
@@ -72,6 +72,6 @@ async fn a_not_serving_grpc_worker_gets_no_requests() {
         before,
         "a NOT_SERVING worker got requests"
     );
-    set_faults(&a, json!({"grpc_not_serving": false})).await;
+    support::set_faults(&a, json!({"grpc_not_serving": false})).await;
     support::eventually("serving again", || healthy(2.0)).await;
 }

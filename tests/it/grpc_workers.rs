@@ -11,11 +11,6 @@ use crate::support::{self, Proc, MODEL};
 
 pub(crate) const FAST: &[&str] = &["--time-scale", "0.01"];
 
-pub(crate) async fn set_faults(sim: &Proc, faults: Value) {
-    let r = support::post(format!("{}/sim/faults", sim.http_url()), &faults).await;
-    assert_eq!(r.status().as_u16(), 200);
-}
-
 pub(crate) async fn sim_requests(sim: &Proc) -> f64 {
     support::sim_metric(sim.http_url(), "sim_requests_received_total").await
 }
@@ -218,8 +213,8 @@ fn close(a: &Value, b: &Value) -> bool {
 async fn internal_status_before_the_first_token_is_a_502_not_a_retry() {
     let (a, b) = (support::grpc_sim(FAST).await, support::grpc_sim(FAST).await);
     let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
-    set_faults(&a, json!({"error_rate": 1.0})).await;
-    set_faults(&b, json!({"error_rate": 1.0})).await;
+    support::set_faults(&a, json!({"error_rate": 1.0})).await;
+    support::set_faults(&b, json!({"error_rate": 1.0})).await;
     let r = support::post(
         format!("{}/v1/chat/completions", gw.url),
         &chat("e", 4, false),
@@ -262,7 +257,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
     let (a, b) = (support::grpc_sim(FAST).await, support::grpc_sim(FAST).await);
     let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
     // Every generation that starts on `a` is reset after 5 tokens and must continue on `b`.
-    set_faults(&a, json!({"die_after_tokens": 5})).await;
+    support::set_faults(&a, json!({"die_after_tokens": 5})).await;
     let tok = switchboard::bundled::tokenizer().expect("tokenizer");
     for i in 0..4 {
         let (status, content, usage, done, error) =
@@ -326,7 +321,7 @@ async fn client_disconnect_sends_the_abort_rpc_at_once() {
 async fn stall_before_the_first_token_times_out_with_504_and_aborts() {
     let a = support::grpc_sim(FAST).await;
     let gw = support::gateway(&[&a], &["--ttft-timeout-secs", "1"]).await;
-    set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 0})).await;
+    support::set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 0})).await;
     let r = support::post(
         format!("{}/v1/chat/completions", gw.url),
         &chat("s", 5, true),

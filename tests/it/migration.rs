@@ -8,11 +8,6 @@ use serde_json::{json, Value};
 
 use crate::support::{self, scripted, Proc, MODEL};
 
-async fn set_faults(sim: &Proc, faults: Value) {
-    let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
-    assert_eq!(r.status().as_u16(), 200);
-}
-
 /// The gateway's view of its workers (`GET /workers`), in registration order.
 async fn workers(gw: &Proc) -> Vec<Value> {
     let v = support::workers(&gw.url).await;
@@ -23,7 +18,7 @@ async fn workers(gw: &Proc) -> Vec<Value> {
 async fn a_restart_before_the_first_token_reports_the_prompt() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
     let healthy = support::sim(&["--time-scale", "0.01"]).await;
-    set_faults(&dying, json!({"die_after_tokens": 0})).await;
+    support::set_faults(&dying, json!({"die_after_tokens": 0})).await;
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
     // 40 tokens: more than the first and one chunk, so the worker streams them (a shorter
     // answer comes at once, and a worker dying before it is a retry, not a restart).
@@ -54,7 +49,7 @@ async fn a_restart_before_the_first_token_reports_the_prompt() {
 #[tokio::test]
 async fn a_restart_with_no_worker_left_reports_the_workers_failure() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
-    set_faults(&dying, json!({"die_after_tokens": 0})).await;
+    support::set_faults(&dying, json!({"die_after_tokens": 0})).await;
     let gw = support::gateway(&[&dying], &[]).await;
     let body = json!({"model": MODEL, "max_tokens": 4,
                       "messages": [{"role": "user", "content": "hello"}]});
@@ -70,7 +65,7 @@ async fn a_continued_leg_releases_its_prefill_at_its_first_token() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
     // Slow decode on the continuing worker, so the stream is still running when we look.
     let slow = support::sim(&["--decode-base-us", "20000"]).await;
-    set_faults(&dying, json!({"die_after_tokens": 3})).await;
+    support::set_faults(&dying, json!({"die_after_tokens": 3})).await;
     let gw = support::gateway(&[&dying, &slow], &["--policy", "round_robin"]).await;
     let body = json!({"model": MODEL, "max_tokens": 400, "ignore_eos": true, "stream": true,
                       "messages": [{"role": "user", "content": "a long answer please"}]});
@@ -106,7 +101,7 @@ async fn a_continued_leg_releases_its_prefill_at_its_first_token() {
 async fn a_failed_migration_counts_the_dead_worker_once() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a], &[]).await;
-    set_faults(&a, json!({"die_after_tokens": 3})).await;
+    support::set_faults(&a, json!({"die_after_tokens": 3})).await;
     let body = json!({"model": MODEL, "max_tokens": 20, "ignore_eos": true, "stream": true,
                       "messages": [{"role": "user", "content": "z"}]});
     let r = support::post(format!("{}/v1/chat/completions", gw.url), &body).await;

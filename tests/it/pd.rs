@@ -8,17 +8,12 @@ use serde_json::{json, Value};
 
 use crate::python_clients::{bench, SIM_FAST};
 use crate::support::pd::{decode_sim, pd_gateway, prefill_sim};
-use crate::support::{self, Proc, MODEL};
+use crate::support::{self, MODEL};
 
 fn chat(content: &str, max_tokens: u32, stream: bool) -> Value {
     json!({"model": MODEL, "max_tokens": max_tokens, "ignore_eos": true, "stream": stream,
            "stream_options": {"include_usage": true},
            "messages": [{"role": "user", "content": content}]})
-}
-
-async fn set_faults(sim: &Proc, faults: Value) {
-    let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
-    assert_eq!(r.status().as_u16(), 200);
 }
 
 #[tokio::test]
@@ -273,7 +268,7 @@ async fn a_decode_worker_dying_mid_stream_is_continued_on_another_pair() {
         support::metric_sum(&m, "switchboard_worker_healthy{") >= 3.0
     })
     .await;
-    set_faults(&d1, json!({"die_after_tokens": 4})).await;
+    support::set_faults(&d1, json!({"die_after_tokens": 4})).await;
     let r = support::post(
         format!("{}/v1/chat/completions", gw.url),
         &chat("tell me more", 20, true),

@@ -9,16 +9,6 @@ use std::time::{Duration, Instant};
 use crate::support::{Proc, MODEL};
 use serde_json::{json, Value};
 
-async fn set_faults(sim: &Proc, faults: Value) {
-    let r = support::client()
-        .post(format!("{}/sim/faults", sim.url))
-        .json(&faults)
-        .send()
-        .await
-        .expect("faults");
-    assert_eq!(r.status().as_u16(), 200);
-}
-
 async fn sim_requests(sim: &Proc) -> f64 {
     support::metric_sum(
         &support::metrics_text(&sim.url).await,
@@ -70,7 +60,7 @@ async fn stream_chat(gw: &Proc, body: &Value) -> (u16, String, u64, bool, bool) 
 async fn worker_500_before_first_byte_is_a_clear_error_not_a_retry() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a], &[]).await;
-    set_faults(&a, json!({"error_rate": 1.0})).await;
+    support::set_faults(&a, json!({"error_rate": 1.0})).await;
     let r = support::client()
         .post(format!("{}/v1/chat/completions", gw.url))
         .json(&chat_body("x", 4, true))
@@ -127,7 +117,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
     let b = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
     // Every generation that starts on `a` dies after 5 tokens and must continue on `b`.
-    set_faults(&a, json!({"die_after_tokens": 5})).await;
+    support::set_faults(&a, json!({"die_after_tokens": 5})).await;
     let tok = switchboard::bundled::tokenizer().expect("tokenizer");
     for i in 0..4 {
         let (status, content, usage, done, error) =
@@ -170,7 +160,7 @@ async fn reset_mid_stream_migrates_without_repeating_or_losing_tokens() {
 async fn reset_with_no_worker_left_ends_in_an_error_event() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a], &[]).await;
-    set_faults(&a, json!({"die_after_tokens": 3})).await;
+    support::set_faults(&a, json!({"die_after_tokens": 3})).await;
     let (status, content, _, done, error) = stream_chat(&gw, &chat_body("z", 20, true)).await;
     assert_eq!(status, 200);
     assert!(error, "the client must see an error event");
@@ -183,7 +173,7 @@ async fn reset_with_no_worker_left_ends_in_an_error_event() {
 async fn stall_before_first_token_times_out_with_504_and_aborts() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a], &["--ttft-timeout-secs", "1"]).await;
-    set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 0})).await;
+    support::set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 0})).await;
     let t = Instant::now();
     let r = support::client()
         .post(format!("{}/v1/chat/completions", gw.url))
@@ -203,7 +193,7 @@ async fn stall_before_first_token_times_out_with_504_and_aborts() {
 async fn stall_mid_stream_times_out_with_an_error_event_and_aborts() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a], &["--stream-idle-timeout-secs", "1"]).await;
-    set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 3})).await;
+    support::set_faults(&a, json!({"stall_secs": 5.0, "stall_after_tokens": 3})).await;
     let t = Instant::now();
     let (status, _, _, done, error) = stream_chat(&gw, &chat_body("s", 20, true)).await;
     assert_eq!(status, 200);
@@ -218,7 +208,7 @@ async fn flapping_health_loses_no_request() {
     let a = support::sim(&["--time-scale", "0.01"]).await;
     let b = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&a, &b], &["--policy", "round_robin"]).await;
-    set_faults(&a, json!({"flap_health_secs": 0.7})).await;
+    support::set_faults(&a, json!({"flap_health_secs": 0.7})).await;
     let until = Instant::now() + Duration::from_secs(3);
     let mut n = 0;
     while Instant::now() < until {
@@ -330,7 +320,7 @@ async fn passthrough_streams_end_with_an_error_event_on_stall_or_reset() {
         json!({"stall_secs": 5.0, "stall_after_tokens": 3}),
         json!({"die_after_tokens": 3}),
     ] {
-        set_faults(&a, faults.clone()).await;
+        support::set_faults(&a, faults.clone()).await;
         let t = Instant::now();
         let r = support::post(format!("{}/generate", gw.url), &body).await;
         assert_eq!(r.status().as_u16(), 200);

@@ -56,12 +56,7 @@ async fn at_once_and_chunked(sim: &Proc, body: &Value) -> (Proc, Proc, Vec<Value
 async fn a_dying_and_a_healthy_worker() -> (Proc, Proc) {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
     let healthy = support::sim(&["--time-scale", "0.01"]).await;
-    let r = support::post(
-        format!("{}/sim/faults", dying.url),
-        &json!({"die_after_tokens": 40}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
+    support::set_faults(&dying, json!({"die_after_tokens": 40})).await;
     (dying, healthy)
 }
 
@@ -221,12 +216,7 @@ async fn at_once_a_short_answer_waits_the_first_token_limit_and_one_idle_gap() {
         support::sim(&["--time-scale", "0.01"]).await,
     );
     for sim in [&cut_sim, &kept_sim] {
-        let r = support::post(
-            format!("{}/sim/faults", sim.url),
-            &json!({"stall_secs": 3.0, "stall_after_tokens": 0}),
-        )
-        .await;
-        assert_eq!(r.status().as_u16(), 200);
+        support::set_faults(sim, json!({"stall_secs": 3.0, "stall_after_tokens": 0})).await;
     }
     let limits = |idle: &'static str| {
         [

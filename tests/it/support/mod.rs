@@ -22,7 +22,8 @@ use process::{
 };
 
 pub use sim_state::{
-    full_sim, sent_to_generate, sim_aborted_and_idle, sim_busy, sim_metric, sim_request_log,
+    full_sim, sent_to_generate, set_faults, sim_aborted_and_idle, sim_busy, sim_metric,
+    sim_request_log,
 };
 
 use std::time::{Duration, Instant};

@@ -19,6 +19,12 @@ pub async fn sim_busy(sim_url: &str) -> u64 {
     count("num_running_reqs") + count("num_waiting_reqs")
 }
 
+/// Sets a simulator's injected faults (`POST /sim/faults`, on its HTTP side for a gRPC sim).
+pub async fn set_faults(sim: &Proc, faults: serde_json::Value) {
+    let r = post(format!("{}/sim/faults", sim.http_url()), &faults).await;
+    assert_eq!(r.status().as_u16(), 200);
+}
+
 /// Waits until a simulator has received `/abort_request` and has nothing running or waiting.
 pub async fn sim_aborted_and_idle(sim_url: &str) {
     eventually("abort_request reached the worker", || async {
