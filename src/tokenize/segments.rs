@@ -199,8 +199,11 @@ impl Segmenter {
     ) -> Result<(), TokenizeError> {
         // `unique`: the first occurrence (index into `missing`) of each distinct missing text;
         // `which[k]`: the distinct text `missing[k]` is.
-        let mut first: HashMap<&str, usize, Hasher> = HashMap::default();
-        let mut unique: Vec<usize> = Vec::new();
+        // Sized for them all at once: grown insert by insert, it was rehashed several times a
+        // long prompt.
+        let mut first: HashMap<&str, usize, Hasher> =
+            HashMap::with_capacity_and_hasher(missing.len(), Hasher::default());
+        let mut unique: Vec<usize> = Vec::with_capacity(missing.len());
         let mut which: Vec<usize> = Vec::with_capacity(missing.len());
         for (k, miss) in missing.iter().enumerate() {
             let next = unique.len();
