@@ -69,9 +69,7 @@ async fn a_forwarded_answer_that_stalls_after_its_headers_times_out() {
 async fn a_client_that_leaves_before_its_first_token_is_counted_and_aborted() {
     let sim = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let faults = json!({"stall_secs": 5.0, "stall_after_tokens": 0});
-    let r = support::post(format!("{}/sim/faults", sim.url), &faults).await;
-    assert_eq!(r.status().as_u16(), 200);
+    support::set_faults(&sim, json!({"stall_secs": 5.0, "stall_after_tokens": 0})).await;
     let body = json!({"model": MODEL, "max_tokens": 8, "stream": true,
                       "messages": [{"role": "user", "content": "leaving early"}]});
     // The client gives up while the worker is still before its first token.

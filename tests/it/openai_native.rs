@@ -193,9 +193,7 @@ async fn logprobs_come_from_generate_and_equal_the_worker_s_own_route() {
 async fn logprobs_stay_whole_across_a_migration() {
     let dying = support::sim(&["--time-scale", "0.01"]).await;
     let healthy = support::sim(&["--time-scale", "0.01"]).await;
-    let faults = json!({"die_after_tokens": 3});
-    let r = support::post(format!("{}/sim/faults", dying.url), &faults).await;
-    assert_eq!(r.status().as_u16(), 200);
+    support::set_faults(&dying, json!({"die_after_tokens": 3})).await;
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
     let body = chat(json!({"max_tokens": 8, "logprobs": true, "top_logprobs": 1, "stream": true}));
     // Round robin: one of the two starts on the dying worker and is continued on the other.

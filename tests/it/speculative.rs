@@ -184,12 +184,7 @@ async fn a_migration_mid_burst_loses_nothing() {
         .find(|w| w[1] - w[0] > 1)
         .map(|w| w[0] + 1)
         .expect("a round of several tokens");
-    let r = support::post(
-        format!("{}/sim/faults", dying.url),
-        &json!({"die_after_tokens": cut}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 200);
+    support::set_faults(&dying, json!({"die_after_tokens": cut})).await;
 
     let gw = support::gateway(&[&dying, &healthy], &["--policy", "round_robin"]).await;
     let (deltas, usage, done) = chat_stream(&gw.url, question).await;

@@ -94,13 +94,7 @@ async fn a_truncated_answer_names_no_worker() {
 async fn a_death_mid_stream_names_no_worker() {
     let sim = support::sim(&["--time-scale", "0.01"]).await;
     let gw = support::gateway(&[&sim], &[]).await;
-    let faults = support::client()
-        .post(format!("{}/sim/faults", sim.url))
-        .json(&json!({"die_after_tokens": 3}))
-        .send()
-        .await
-        .expect("faults");
-    assert_eq!(faults.status().as_u16(), 200);
+    support::set_faults(&sim, json!({"die_after_tokens": 3})).await;
     let (status, body) = chat(&gw, true).await;
     assert_eq!(status, 200, "the stream started: {body}");
     assert!(!body.contains("[DONE]"), "{body}");
