@@ -98,8 +98,11 @@ impl segments::Encode for PieceEncoder<'_> {
         Ok(enc.get_ids().iter().copied().zip(starts).collect())
     }
 
-    fn piece(&self, piece: &str) -> Option<Vec<u32>> {
-        self.plain_words?.encode(self.hf, piece)
+    fn pieces(&self, pieces: &[&str]) -> Vec<Option<Vec<u32>>> {
+        match self.plain_words {
+            Some(words) => words.encode_many(self.hf, pieces),
+            None => vec![None; pieces.len()],
+        }
     }
 }
 

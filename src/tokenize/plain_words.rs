@@ -19,7 +19,7 @@ mod merges;
 
 use std::sync::Arc;
 
-use tokenizers::{ModelWrapper, OffsetReferential, OffsetType, PreTokenizer};
+use tokenizers::{Model, ModelWrapper, OffsetReferential, OffsetType, PreTokenizer};
 
 use merges::Merges;
 
@@ -58,18 +58,45 @@ impl PlainWords {
 
     /// The ids of `piece`, or `None` if it is not a plain word.
     pub fn encode(&self, hf: &tokenizers::Tokenizer, piece: &str) -> Option<Vec<u32>> {
-        let word = piece.strip_prefix(' ');
-        if !is_plain(word.unwrap_or(piece)) {
-            return None;
-        }
+        self.encode_many(hf, &[piece]).pop().flatten()
+    }
+
+    /// The ids of each of `pieces` (`None` for those that are not plain words), their merges
+    /// run together (`merges`).
+    pub fn encode_many(
+        &self,
+        hf: &tokenizers::Tokenizer,
+        pieces: &[&str],
+    ) -> Vec<Option<Vec<u32>>> {
+        let mut out = vec![None; pieces.len()];
         let ModelWrapper::BPE(bpe) = hf.get_model() else {
-            return None;
+            return out;
         };
-        let mapped = || match word {
-            Some(word) => format!("{}{word}", self.space),
-            None => piece.to_owned(),
-        };
-        self.merges.encode(bpe, piece.as_bytes(), mapped)
+        let mut todo: Vec<(usize, &[u8])> = Vec::with_capacity(pieces.len());
+        for (k, piece) in pieces.iter().enumerate() {
+            let word = piece.strip_prefix(' ');
+            if !is_plain(word.unwrap_or(piece)) {
+                continue;
+            }
+            if self.merges.ignores_merges() {
+                let mapped = match word {
+                    Some(word) => format!("{}{word}", self.space),
+                    None => (*piece).to_owned(),
+                };
+                if let Some(id) = bpe.token_to_id(&mapped) {
+                    out[k] = Some(vec![id]);
+                    continue;
+                }
+            }
+            todo.push((k, piece.as_bytes()));
+        }
+        let words: Vec<&[u8]> = todo.iter().map(|&(_, w)| w).collect();
+        for (&(k, _), ids) in todo.iter().zip(self.merges.encode_many(&words)) {
+            if let Some(slot) = out.get_mut(k) {
+                *slot = ids;
+            }
+        }
+        out
     }
 }
 

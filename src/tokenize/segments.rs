@@ -50,9 +50,10 @@ pub trait Encode {
     /// Ids of `text` (several pieces run together) with the offset each token starts at.
     fn with_offsets(&self, text: &str) -> Result<Encoded, TokenizeError>;
 
-    /// Ids of one piece by a quicker way than `with_offsets`, where there is one for it.
-    fn piece(&self, _piece: &str) -> Option<Vec<u32>> {
-        None
+    /// Ids of each of `pieces` by a quicker way than `with_offsets`, where there is one for it
+    /// (`None` for the others), all asked at once so the quick way can work on them together.
+    fn pieces(&self, pieces: &[&str]) -> Vec<Option<Vec<u32>>> {
+        vec![None; pieces.len()]
     }
 }
 
@@ -218,8 +219,10 @@ impl Segmenter {
         let missing_text = |u: usize| &text[missing[unique[u]].range.clone()];
         let mut encoded: Vec<Option<Box<[u32]>>> = vec![None; unique.len()];
         let mut slow = Vec::new();
+        let texts: Vec<&str> = (0..unique.len()).map(missing_text).collect();
+        let mut quick = encode.pieces(&texts).into_iter();
         for (u, slot) in encoded.iter_mut().enumerate() {
-            match encode.piece(missing_text(u)) {
+            match quick.next().flatten() {
                 Some(ids) => *slot = Some(ids.into()),
                 None => slow.push(u),
             }

@@ -8,6 +8,13 @@
 //! made stale; a stale entry can never pass for a live one, because the merged token's text is
 //! the pair's text and symbols only grow, so the order is the same.) The load-time check and the
 //! tests compare the ids with the whole pipeline's.
+//!
+//! A prompt's unseen words are merged together, one merge of each word per round. Each merge
+//! looks its new pairs up in a map too big to stay in cache (~1 MB for 49 K merges), and the
+//! next merge of the same word waits for those lookups; word after word, a prompt's unseen
+//! words waited for each miss in turn (~650 ns a word in `perf`, about half of it on loading
+//! the map's buckets). In rounds, the lookups of different words are independent and their
+//! misses overlap.
 
 use std::collections::HashMap;
 
@@ -83,50 +90,72 @@ impl Merges {
         })
     }
 
-    /// The ids of `word` (ASCII letters, at most a leading space): `None` for any other byte.
-    /// `mapped` is the word as the model's vocabulary spells it, asked for only by a model that
-    /// looks whole words up first.
-    pub fn encode(
-        &self,
-        bpe: &BPE,
-        word: &[u8],
-        mapped: impl FnOnce() -> String,
-    ) -> Option<Vec<u32>> {
-        if self.ignore_merges {
-            if let Some(id) = bpe.token_to_id(&mapped()) {
-                return Some(vec![id]);
-            }
+    /// Whether the model looks a whole word up in its vocabulary before merging (Llama 3): the
+    /// caller does that, with the word spelled as the vocabulary spells it.
+    pub fn ignores_merges(&self) -> bool {
+        self.ignore_merges
+    }
+
+    /// The ids of each of `words` (ASCII letters, at most a leading space): `None` for a word
+    /// with any other byte.
+    pub fn encode_many(&self, words: &[&[u8]]) -> Vec<Option<Vec<u32>>> {
+        let mut states: Vec<Option<Word>> = words.iter().map(|w| self.start(w)).collect();
+        let mut merging: Vec<usize> = (0..states.len()).collect();
+        while !merging.is_empty() {
+            merging.retain(|&k| {
+                let state = states.get_mut(k).and_then(Option::as_mut);
+                state.is_some_and(|word| self.merge_once(word))
+            });
         }
+        states
+            .into_iter()
+            .map(|state| state.map(|word| word.symbols))
+            .collect()
+    }
+
+    /// A word's symbols before any merge, and the merges of each adjacent pair.
+    fn start(&self, word: &[u8]) -> Option<Word> {
         let mut symbols = Vec::with_capacity(word.len());
         for &b in word {
             symbols.push((*self.bytes.get(usize::from(b))?)?);
         }
-        // `merges[i]`: the merge of `symbols[i]` and `symbols[i + 1]`, if any.
-        let mut merges: Vec<Option<Merge>> = symbols
+        let merges = symbols
             .windows(2)
             .map(|w| self.pairs.get(&(w[0], w[1])).copied())
             .collect();
-        loop {
-            let mut best: Option<(usize, Merge)> = None;
-            for (i, m) in merges.iter().enumerate() {
-                if let Some(m) = *m {
-                    if best.is_none_or(|(_, b)| m.rank < b.rank) {
-                        best = Some((i, m));
-                    }
+        Some(Word { symbols, merges })
+    }
+
+    /// Applies the word's next merge; `false` once it has none left.
+    fn merge_once(&self, word: &mut Word) -> bool {
+        let Word { symbols, merges } = word;
+        let mut best: Option<(usize, Merge)> = None;
+        for (i, m) in merges.iter().enumerate() {
+            if let Some(m) = *m {
+                if best.is_none_or(|(_, b)| m.rank < b.rank) {
+                    best = Some((i, m));
                 }
             }
-            let Some((i, m)) = best else {
-                return Some(symbols);
-            };
-            symbols[i] = m.id;
-            symbols.remove(i + 1);
-            merges.remove(i);
-            if i > 0 {
-                merges[i - 1] = self.pairs.get(&(symbols[i - 1], symbols[i])).copied();
-            }
-            if i < merges.len() {
-                merges[i] = self.pairs.get(&(symbols[i], symbols[i + 1])).copied();
-            }
         }
+        let Some((i, m)) = best else {
+            return false;
+        };
+        symbols[i] = m.id;
+        symbols.remove(i + 1);
+        merges.remove(i);
+        if i > 0 {
+            merges[i - 1] = self.pairs.get(&(symbols[i - 1], symbols[i])).copied();
+        }
+        if i < merges.len() {
+            merges[i] = self.pairs.get(&(symbols[i], symbols[i + 1])).copied();
+        }
+        true
     }
+}
+
+/// A word being merged.
+struct Word {
+    symbols: Vec<u32>,
+    /// `merges[i]`: the merge of `symbols[i]` and `symbols[i + 1]`, if any.
+    merges: Vec<Option<Merge>>,
 }

@@ -153,3 +153,27 @@ fn a_model_that_ignores_merges_for_whole_words_is_followed() {
     assert_eq!(merged(true), [id]);
     assert_ne!(merged(false), [id]);
 }
+
+#[test]
+fn words_merged_together_get_the_ids_each_gets_alone() {
+    for name in [SMOLLM2, QWEN25] {
+        let hf = hf(name);
+        let words = PlainWords::new(&hf).unwrap();
+        // Plain words of every length among pieces that are not, in one call.
+        let mut pieces = other_words();
+        for (k, other) in [" naïve", "x1", "", "word.", " two words"]
+            .iter()
+            .enumerate()
+        {
+            pieces.insert(k * 97, (*other).to_owned());
+        }
+        let asked: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let together = words.encode_many(&hf, &asked);
+        assert_eq!(together.len(), asked.len());
+        for (piece, ids) in asked.iter().zip(together) {
+            let pipeline = is_plain(piece.strip_prefix(' ').unwrap_or(piece))
+                .then(|| hf.encode(*piece, false).unwrap().get_ids().to_vec());
+            assert_eq!(ids, pipeline, "{name}: {piece:?}");
+        }
+    }
+}

@@ -205,9 +205,12 @@ impl Encode for QuickWords {
         bytewise(text)
     }
 
-    fn piece(&self, piece: &str) -> Option<Vec<u32>> {
-        let quick = !piece.bytes().any(|b| b.is_ascii_digit());
-        quick.then(|| piece.bytes().map(|b| 1000 + u32::from(b)).collect())
+    fn pieces(&self, pieces: &[&str]) -> Vec<Option<Vec<u32>>> {
+        let one = |piece: &str| {
+            let quick = !piece.bytes().any(|b| b.is_ascii_digit());
+            quick.then(|| piece.bytes().map(|b| 1000 + u32::from(b)).collect())
+        };
+        pieces.iter().map(|p| one(p)).collect()
     }
 }
 
