@@ -72,7 +72,9 @@ impl PlainWords {
         let ModelWrapper::BPE(bpe) = hf.get_model() else {
             return out;
         };
-        let mut todo: Vec<(usize, &[u8])> = Vec::with_capacity(pieces.len());
+        // The plain words left to merge, and where each one's ids go in `out`.
+        let mut words: Vec<&[u8]> = Vec::with_capacity(pieces.len());
+        let mut at: Vec<usize> = Vec::with_capacity(pieces.len());
         for (k, piece) in pieces.iter().enumerate() {
             let word = piece.strip_prefix(' ');
             if !is_plain(word.unwrap_or(piece)) {
@@ -88,10 +90,10 @@ impl PlainWords {
                     continue;
                 }
             }
-            todo.push((k, piece.as_bytes()));
+            words.push(piece.as_bytes());
+            at.push(k);
         }
-        let words: Vec<&[u8]> = todo.iter().map(|&(_, w)| w).collect();
-        for (&(k, _), ids) in todo.iter().zip(self.merges.encode_many(&words)) {
+        for (&k, ids) in at.iter().zip(self.merges.encode_many(&words)) {
             if let Some(slot) = out.get_mut(k) {
                 *slot = ids;
             }
