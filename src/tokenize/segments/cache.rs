@@ -50,8 +50,9 @@ impl TwoGenerations {
         self.current_bytes + self.previous_bytes
     }
 
-    /// Appends the ids of `piece` to `out` if it is cached.
-    #[inline]
+    /// Appends the ids of `piece` to `out` if it is cached. Always inline: called once per
+    /// word, its call and saved registers were a fifth of its cost.
+    #[inline(always)]
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         // The common case inline, in the caller's loop; the maps behind a call.
         let key = Key::of(piece);

@@ -69,12 +69,13 @@ pub(super) fn space_or_digit(bytes: &[u8]) -> Option<usize> {
 #[inline]
 fn safe_cut(text: &str, at: usize) -> bool {
     let bytes = text.as_bytes();
-    let (before, after) = (bytes[at - 1], bytes[at + 1]);
-    if before.is_ascii() && after.is_ascii() {
-        // Nearly every cut: small enough to inline where it is called once per word.
-        return !(before as char).is_whitespace() && !(after as char).is_whitespace();
+    // Printable ASCII ('!' to DEL) is never whitespace: nearly every cut is decided by two
+    // compares, inline where it is called once per word.
+    let printable = |b: u8| b.wrapping_sub(b'!') <= 0x7f - b'!';
+    if printable(bytes[at - 1]) && printable(bytes[at + 1]) {
+        return true;
     }
-    // Anything else is decoded (U+3000 is whitespace too).
+    // Anything else is decoded (a control character may be whitespace, U+3000 is too).
     let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
     not_space(text[..at].chars().next_back()) && not_space(text[at + 1..].chars().next())
 }
