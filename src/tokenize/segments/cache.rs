@@ -51,7 +51,7 @@ impl TwoGenerations {
     }
 
     /// Appends the ids of `piece` to `out` if it is cached. Always inline: called once per
-    /// word, its call and saved registers were a fifth of its cost.
+    /// word, its call and saved registers were about a sixth of its cost.
     #[inline(always)]
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         // The common case inline, in the caller's loop; the maps behind a call.

@@ -144,7 +144,7 @@ fn cuts_only_at_single_spaces_between_words() {
     assert_eq!(cut("ab  cd ef"), "ab  cd| ef");
     assert_eq!(cut("ab\u{3000} cd x \u{3000}"), "ab\u{3000} cd| x \u{3000}");
     assert_eq!(cut(" a\nb c "), " a\nb| c ");
-    // Control characters: a vertical tab is whitespace, U+0001 and DEL are not; so is U+0085.
+    // Control characters: a vertical tab and U+0085 are whitespace, U+0001 and DEL are not.
     assert_eq!(cut("a\u{b} b c"), "a\u{b} b| c");
     assert_eq!(cut("a\u{1} b\u{7f} c"), "a\u{1}| b\u{7f}| c");
     assert_eq!(cut("é ü a \u{85}b"), "é| ü| a \u{85}b");
