@@ -97,40 +97,83 @@ impl Merges {
     }
 
     /// The ids of each of `words` (ASCII letters, at most a leading space): `None` for a word
-    /// with any other byte.
+    /// with any other byte. Each result is allocated at its exact length, so that it becomes a
+    /// boxed slice without a reallocation.
     pub fn encode_many(&self, words: &[&[u8]]) -> Vec<Option<Vec<u32>>> {
-        let mut states: Vec<Option<Word>> = words.iter().map(|w| self.start(w)).collect();
-        let mut merging: Vec<usize> = (0..states.len()).collect();
+        let letters = words.iter().map(|w| w.len()).sum();
+        let mut batch = Batch::with_capacity(letters, words.len());
+        let started: Vec<Option<usize>> = words.iter().map(|w| batch.start(self, w)).collect();
+        let mut merging: Vec<usize> = started.iter().flatten().copied().collect();
         while !merging.is_empty() {
-            merging.retain(|&k| {
-                let state = states.get_mut(k).and_then(Option::as_mut);
-                state.is_some_and(|word| self.merge_once(word))
-            });
+            merging.retain(|&w| batch.merge_once(self, w));
         }
-        states
+        started
             .into_iter()
-            .map(|state| state.map(|word| word.symbols))
+            .map(|w| w.map(|w| batch.symbols_of(w)))
             .collect()
     }
 
-    /// A word's symbols before any merge, and the merges of each adjacent pair.
-    fn start(&self, word: &[u8]) -> Option<Word> {
-        let mut symbols = Vec::with_capacity(word.len());
-        for &b in word {
-            symbols.push((*self.bytes.get(usize::from(b))?)?);
+    /// The merge of the pair `(left, right)`, if the model has one.
+    #[inline]
+    fn merge_of(&self, left: u32, right: u32) -> Option<Merge> {
+        self.pairs.get(&(left, right)).copied()
+    }
+}
+
+/// Every word of one `encode_many` call being merged, in shared arrays: a word's symbols and
+/// pair merges are a span of them that shrinks by one at each merge. A vector per word for each
+/// cost two allocations a word, and the result a reallocation to its final length.
+struct Batch {
+    symbols: Vec<u32>,
+    /// `merges[i]`: the merge of `symbols[i]` and `symbols[i + 1]` within a word, if any (a
+    /// word's last slot is never read).
+    merges: Vec<Option<Merge>>,
+    /// Each word's span: its first slot and its number of symbols.
+    words: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    fn with_capacity(letters: usize, words: usize) -> Batch {
+        Batch {
+            symbols: Vec::with_capacity(letters),
+            merges: Vec::with_capacity(letters),
+            words: Vec::with_capacity(words),
         }
-        let merges = symbols
-            .windows(2)
-            .map(|w| self.pairs.get(&(w[0], w[1])).copied())
-            .collect();
-        Some(Word { symbols, merges })
     }
 
-    /// Applies the word's next merge; `false` once it has none left.
-    fn merge_once(&self, word: &mut Word) -> bool {
-        let Word { symbols, merges } = word;
+    /// Adds a word's letters as symbols, with the merges of each adjacent pair; `None` (and
+    /// nothing added) for a word with a byte the model has no symbol for.
+    fn start(&mut self, model: &Merges, word: &[u8]) -> Option<usize> {
+        let symbol = |b: u8| model.bytes.get(usize::from(b)).copied().flatten();
+        if !word.iter().all(|&b| symbol(b).is_some()) {
+            return None;
+        }
+        let first = self.symbols.len();
+        self.symbols
+            .extend(word.iter().map(|&b| symbol(b).unwrap_or_default()));
+        let added = self.symbols.get(first..).unwrap_or_default();
+        let pairs = added.windows(2).map(|w| model.merge_of(w[0], w[1]));
+        // One entry per symbol: the last one's is never read.
+        let pairs = pairs.chain(std::iter::once(None)).take(added.len());
+        self.merges.extend(pairs);
+        self.words.push((first, word.len()));
+        Some(self.words.len() - 1)
+    }
+
+    /// Applies word `w`'s next merge (its lowest rank, the leftmost of equals); `false` once it
+    /// has none left.
+    fn merge_once(&mut self, model: &Merges, w: usize) -> bool {
+        let Some(&(first, len)) = self.words.get(w) else {
+            return false;
+        };
+        let (Some(symbols), Some(merges)) = (
+            self.symbols.get_mut(first..first + len),
+            self.merges.get_mut(first..first + len),
+        ) else {
+            return false;
+        };
         let mut best: Option<(usize, Merge)> = None;
-        for (i, m) in merges.iter().enumerate() {
+        for (i, m) in merges[..len.saturating_sub(1)].iter().enumerate() {
             if let Some(m) = *m {
                 if best.is_none_or(|(_, b)| m.rank < b.rank) {
                     best = Some((i, m));
@@ -140,22 +183,28 @@ impl Merges {
         let Some((i, m)) = best else {
             return false;
         };
+        // The right symbol goes: the span's tail moves down one slot.
         symbols[i] = m.id;
-        symbols.remove(i + 1);
-        merges.remove(i);
+        symbols.copy_within(i + 2.., i + 1);
+        merges.copy_within(i + 1.., i);
+        let len = len - 1;
         if i > 0 {
-            merges[i - 1] = self.pairs.get(&(symbols[i - 1], symbols[i])).copied();
+            merges[i - 1] = model.merge_of(symbols[i - 1], symbols[i]);
         }
-        if i < merges.len() {
-            merges[i] = self.pairs.get(&(symbols[i], symbols[i + 1])).copied();
+        if i + 1 < len {
+            merges[i] = model.merge_of(symbols[i], symbols[i + 1]);
+        }
+        if let Some(word) = self.words.get_mut(w) {
+            word.1 = len;
         }
         true
     }
-}
 
-/// A word being merged.
-struct Word {
-    symbols: Vec<u32>,
-    /// `merges[i]`: the merge of `symbols[i]` and `symbols[i + 1]`, if any.
-    merges: Vec<Option<Merge>>,
+    /// Word `w`'s symbols, in a vector of exactly their number.
+    fn symbols_of(&self, w: usize) -> Vec<u32> {
+        self.words
+            .get(w)
+            .and_then(|&(first, len)| self.symbols.get(first..first + len))
+            .map_or_else(Vec::new, <[u32]>::to_vec)
+    }
 }
