@@ -2,7 +2,7 @@
 # The gateway's instructions for the same load, counted by callgrind: repeatable where CPU time
 # on a shared machine moves by ±10 % (kernel time is not in them). Two simulated workers; the
 # gateway alone under valgrind, counting from after a warm-up; prints the gateway's instructions
-# in all and per request (nonstream, longprompt) or per client chunk (streams).
+# in all and per request (nonstream, longprompt, longprompt-wide) or per client chunk (streams).
 #
 #   bash benches/callgrind.sh SCENARIO [BINARY] [POLICY]
 #     SCENARIO: streams   16 chat streams of 64 tokens; sims: 20 ms to the first token, 40 ms
@@ -10,6 +10,7 @@
 #               nonstream 16 clients, non-streaming chat of 16 tokens, zero-latency sims
 #               longprompt 16 chat streams of 16 tokens, each a unique ~2,000-word prompt;
 #                         sims as for streams
+#               longprompt-wide  the same, its words drawn from 20,000 instead of 32
 #     BINARY: a `switchboard` binary (default target/release/switchboard); POLICY: prefix_cost
 #   env: CALLGRIND_OUT (a temp file): the callgrind profile, for `callgrind_annotate`
 #        CALLGRIND_SECS (20), CALLGRIND_WARMUP (5)
@@ -20,7 +21,7 @@
 # per cent between runs of one binary (how much one wake-up finds depends on timing).
 set -euo pipefail
 
-SCENARIO=${1:?usage: callgrind.sh streams|nonstream|longprompt [BINARY] [POLICY]}
+SCENARIO=${1:?usage: callgrind.sh streams|nonstream|longprompt[-wide] [BINARY] [POLICY]}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SB=${2:-$ROOT/target/release/switchboard}
 POLICY=${3:-prefix_cost}
@@ -38,6 +39,11 @@ streams)
 longprompt)
     SIM_ARGS="--prefill-base-us 20000 --decode-base-us 40000"
     LOAD_ARGS=(--api chat --stream --concurrency 16 --max-tokens 16 --prompt-words 2000)
+    ;;
+longprompt-wide)
+    SIM_ARGS="--prefill-base-us 20000 --decode-base-us 40000"
+    LOAD_ARGS=(--api chat --stream --concurrency 16 --max-tokens 16 --prompt-words 2000
+        --vocabulary 20000)
     ;;
 nonstream)
     SIM_ARGS="--prefill-base-us 0 --decode-base-us 0"

@@ -73,6 +73,9 @@ struct Args {
     /// Default: 3/4 of --prompt-words
     #[arg(long)]
     shared_prefix_words: Option<usize>,
+    /// Distinct words prompts are drawn from: 32 ordinary one-token words, then made-up ones
+    #[arg(long, default_value_t = 32)]
+    vocabulary: usize,
     #[arg(long, default_value = "smollm2-135m-instruct")]
     model: String,
     #[arg(long, default_value_t = 2)]
@@ -155,6 +158,7 @@ impl Args {
             prefix_words: self
                 .shared_prefix_words
                 .unwrap_or(self.prompt_words * 3 / 4),
+            vocabulary: self.vocabulary,
             model: self.model.clone(),
         }
     }

@@ -11,6 +11,8 @@ pub enum Scenario {
     Streams,
     /// Unique ~2,000-word prompts, 32 concurrent streams
     Longprompt,
+    /// The same, the words drawn from 20,000 (mostly made-up, several tokens each) instead of 32
+    LongpromptWide,
     /// 1,000 open slow streams: gateway KiB per stream
     Memory,
     /// Small non-streaming chat requests while two clients send 512 KiB prompts back to back
@@ -36,6 +38,11 @@ impl Scenario {
             Scenario::Longprompt => (
                 "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
                  --policy prefix_cost",
+                FLAT_20_10.into(),
+            ),
+            Scenario::LongpromptWide => (
+                "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
+                 --vocabulary 20000 --policy prefix_cost",
                 FLAT_20_10.into(),
             ),
             // 500 ms decode steps: a 64-token stream lasts ~32 s, longer than warm-up + window,

@@ -36,6 +36,9 @@ pub struct Shape {
     /// 0: every prompt unique from its first word; G > 0: G shared prefixes.
     pub groups: usize,
     pub prefix_words: usize,
+    /// Distinct ordinary words prompts are drawn from: the 32 of `WORDS`, then made-up words of
+    /// two to four syllables (most several tokens), for prompts whose words do not all repeat.
+    pub vocabulary: usize,
     pub model: String,
 }
 
@@ -55,15 +58,43 @@ const NOVEL_EVERY: usize = 50;
 /// Length of a made-up word.
 const NOVEL: usize = 8;
 
-fn words(seed: u64, n: usize) -> impl Iterator<Item = &'static str> {
+fn words(vocabulary: &[String], seed: u64, n: usize) -> impl Iterator<Item = &str> {
     // xorshift: deterministic across runs so direct and gateway phases see the same prompts.
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n).map(move |_| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        WORDS[(x % WORDS.len() as u64) as usize]
+        vocabulary[(x % vocabulary.len() as u64) as usize].as_str()
     })
+}
+
+/// `WORDS`, then made-up words up to `n` in all, spelled in syllables from a counter: distinct,
+/// of letters only (a tokenizer's plain-word path), most of them several tokens.
+fn vocabulary(n: usize) -> Vec<String> {
+    const SYLLABLES: [&str; 40] = [
+        "ba", "be", "bo", "da", "de", "di", "fa", "fo", "ga", "go", "ka", "ke", "ki", "la", "le",
+        "li", "lo", "ma", "me", "mi", "mo", "na", "ne", "no", "pa", "pe", "po", "ra", "re", "ri",
+        "ro", "sa", "se", "si", "so", "ta", "te", "to", "va", "vi",
+    ];
+    let base = SYLLABLES.len();
+    let mut out: Vec<String> = WORDS.iter().map(|w| (*w).to_owned()).collect();
+    // Two syllables first (1,600 words), then three (64,000).
+    for k in 0.. {
+        if out.len() >= n {
+            break;
+        }
+        let syllables = if k < base * base { 2 } else { 3 };
+        let mut rest = k;
+        let mut word = String::new();
+        for _ in 0..syllables {
+            word.push_str(SYLLABLES[rest % base]);
+            rest /= base;
+        }
+        out.push(word);
+    }
+    out.truncate(n.max(1));
+    out
 }
 
 pub struct Template {
@@ -80,6 +111,7 @@ pub struct Workload {
 impl Workload {
     pub fn new(shape: &Shape) -> Self {
         let groups = shape.groups.max(1);
+        let vocabulary = vocabulary(shape.vocabulary);
         let templates = (0..groups)
             .map(|g| {
                 let mut prompt = String::new();
@@ -88,7 +120,7 @@ impl Workload {
                 } else {
                     shape.prefix_words.min(shape.prompt_words)
                 };
-                for w in words(1000 + g as u64, prefix) {
+                for w in words(&vocabulary, 1000 + g as u64, prefix) {
                     prompt.push(' ');
                     prompt.push_str(w);
                 }
@@ -98,7 +130,7 @@ impl Workload {
                 prompt.push_str(&"0".repeat(SERIAL));
                 let mut novel_in_prompt = Vec::new();
                 let rest = shape.prompt_words.saturating_sub(prefix);
-                for (k, w) in words(7, rest).enumerate() {
+                for (k, w) in words(&vocabulary, 7, rest).enumerate() {
                     prompt.push(' ');
                     // From the 17th word on, so a short (32-word) prompt has one too.
                     if k % NOVEL_EVERY == 16 {
