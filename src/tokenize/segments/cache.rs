@@ -12,7 +12,7 @@ use generation::{Generation, Ids};
 use key::Key;
 
 /// Bytes the cache may hold, both generations together (estimated: key, ids, map overhead;
-/// the front table's fixed 96 KiB besides).
+/// the front table's fixed 128 KiB besides).
 pub(super) const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// What one entry costs besides its key and ids, at most: the map slot and two heap blocks' headers
 /// (a short piece's key and a one-id piece's ids are in the slot).
@@ -56,8 +56,12 @@ impl TwoGenerations {
     pub(super) fn copy_into(&mut self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         // The common case inline, in the caller's loop; the maps behind a call.
         let key = Key::of(piece);
-        if let Some(id) = key.short().and_then(|k| self.front.get(k)) {
-            out.push(id);
+        if let Some(ids) = key.short().and_then(|k| self.front.get(k)) {
+            // Most words are one id: pushed, not copied by a call to `memcpy`.
+            match ids {
+                [id] => out.push(*id),
+                _ => out.extend_from_slice(ids),
+            }
             return true;
         }
         self.copy_from_maps(piece, key, out)
@@ -66,15 +70,12 @@ impl TwoGenerations {
     #[inline(never)]
     fn copy_from_maps(&mut self, piece: &[u8], key: Key<'_>, out: &mut Vec<u32>) -> bool {
         if let Some(ids) = self.current.get(key) {
-            // Most words are one id: pushed, not copied by a call to `memcpy`.
             match ids {
-                Ids::One(id) => {
-                    out.push(*id);
-                    if let Key::Short(short) = key {
-                        self.front.put(short, *id);
-                    }
-                }
+                Ids::One(id) => out.push(*id),
                 Ids::Many(ids) => out.extend_from_slice(ids),
+            }
+            if let Key::Short(short) = key {
+                self.front.put(short, ids.as_slice());
             }
             return true;
         }
@@ -116,8 +117,8 @@ impl TwoGenerations {
             self.current_bytes = 0;
         }
         self.current_bytes += bytes;
-        if let (Key::Short(short), Ids::One(id)) = (key, &ids) {
-            self.front.put(short, *id);
+        if let Key::Short(short) = key {
+            self.front.put(short, ids.as_slice());
         }
         // Two threads that missed the same piece both insert it: count it once.
         if let Some(replaced) = self.current.insert(key, ids) {
