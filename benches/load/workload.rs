@@ -37,7 +37,7 @@ pub struct Shape {
     pub groups: usize,
     pub prefix_words: usize,
     /// Distinct ordinary words prompts are drawn from: the 32 of `WORDS`, then made-up words of
-    /// two to four syllables (most several tokens), for prompts whose words do not all repeat.
+    /// two or three syllables (most several tokens), for prompts whose words do not all repeat.
     pub vocabulary: usize,
     pub model: String,
 }
