@@ -2,7 +2,7 @@
 //! open-loop (Poisson `--rate`) or closed-loop (`--concurrency`), with the same traffic measured
 //! on the direct path (client → sim) so every figure is also a ratio to it.
 //!
-//! `cargo bench --bench load -- --scenario nonstream|streams|longprompt|memory [flags]`
+//! `cargo bench --bench load -- --scenario nonstream|streams|longprompt|longprompt-wide|memory|bigprompts [flags]`
 //! `cargo bench --bench load -- --help` lists the flags; the results are in
 //! `docs/benchmarks.md`.
 //!
@@ -11,6 +11,8 @@
 //! CPU comes from /proc/PID/stat utime+stime over the window, RSS from /proc/PID/status.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench may panic on a broken setup
 
+#[path = "load/args.rs"]
+mod args;
 #[path = "load/background.rs"]
 mod background;
 #[path = "load/client.rs"]
@@ -26,143 +28,17 @@ mod workload;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-
+use args::Args;
 use procs::Proc;
 use report::{Pcts, Phase};
-use scenario::Scenario;
-use workload::{Api, Shape, Workload};
+use workload::Workload;
 
 /// Core of the gateway under `--pin`; the sims and the load generator share the other one.
 const GATEWAY_CORE: usize = 0;
 const SIM_CORE: usize = 1;
-
-#[derive(Parser, Debug)]
-#[command(
-    about = "Switchboard gateway load benchmark",
-    args_override_self = true
-)]
-struct Args {
-    /// Named preset; any flag given as well overrides it
-    #[arg(long)]
-    scenario: Option<Scenario>,
-    #[arg(long, value_enum, default_value = "chat")]
-    api: Api,
-    #[arg(long)]
-    stream: bool,
-    /// Closed loop: this many clients, each sending its next request when the last ends
-    #[arg(long, default_value_t = 64)]
-    concurrency: usize,
-    /// Open loop: Poisson arrivals per second (overrides --concurrency)
-    #[arg(long)]
-    rate: Option<f64>,
-    /// Open loop: connection limit (an arrival finding all busy counts as an error)
-    #[arg(long, default_value_t = 4096)]
-    max_connections: usize,
-    #[arg(long, default_value_t = 16)]
-    max_tokens: u32,
-    #[arg(long, default_value_t = 32)]
-    prompt_words: usize,
-    /// 0: every prompt unique; G: prompts share one of G prefixes of --shared-prefix-words
-    #[arg(long, default_value_t = 0)]
-    shared_prefix_groups: usize,
-    /// Default: 3/4 of --prompt-words
-    #[arg(long)]
-    shared_prefix_words: Option<usize>,
-    /// Distinct words prompts are drawn from: 32 ordinary one-token words, then made-up ones
-    #[arg(long, default_value_t = 32)]
-    vocabulary: usize,
-    #[arg(long, default_value = "smollm2-135m-instruct")]
-    model: String,
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    #[arg(long, default_value = "prefix_cost")]
-    policy: String,
-    /// Extra `switchboard sim` flags (one string)
-    #[arg(long, allow_hyphen_values = true, default_value = "")]
-    sim_args: String,
-    /// Extra `switchboard serve` flags (one string)
-    #[arg(long, allow_hyphen_values = true, default_value = "")]
-    gateway_args: String,
-    /// Gateway on core 0; sims and this generator on core 1 (needs taskset and 2 cores)
-    #[arg(long)]
-    pin: bool,
-    #[arg(long, default_value_t = 2.0)]
-    warmup: f64,
-    /// Measurement window, seconds
-    #[arg(long, default_value_t = 10.0)]
-    secs: f64,
-    /// Drive this already-running server instead of starting a gateway
-    #[arg(long)]
-    target: Option<String>,
-    /// PID of --target, for its CPU and RSS
-    #[arg(long)]
-    target_pid: Option<u32>,
-    /// Name of the --target phase in the report
-    #[arg(long, default_value = "gateway")]
-    label: String,
-    /// Use these running workers for the direct phase instead of starting sims
-    #[arg(long, num_args = 1..)]
-    direct_urls: Vec<String>,
-    #[arg(long)]
-    skip_direct: bool,
-    /// Direct phase: each request goes to the next worker in turn (a client-side round robin),
-    /// instead of each client keeping one worker (`client i → worker i % N`)
-    #[arg(long)]
-    direct_rotate: bool,
-    #[arg(long)]
-    skip_gateway: bool,
-    /// Also write the results here as JSON
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Print the sim flags this configuration uses and exit (compare.sh starts its own sims)
-    #[arg(long)]
-    print_sim_args: bool,
-    /// Also this many unmeasured clients sending large unique chat prompts to the gateway
-    /// phase, back to back (what a big prompt costs everyone else)
-    #[arg(long, default_value_t = 0)]
-    big_prompts: usize,
-    /// Size of each --big-prompts prompt, bytes of text
-    #[arg(long, default_value_t = 512 * 1024)]
-    big_prompt_bytes: usize,
-    /// Passed by `cargo bench`; ignored
-    #[arg(long, hide = true)]
-    bench: bool,
-}
-
-impl Args {
-    /// Parses the command line, expanding `--scenario` into flags placed before the user's.
-    fn load() -> Args {
-        let argv: Vec<String> = std::env::args().collect();
-        let first = Args::parse_from(&argv);
-        let Some(scenario) = first.scenario else {
-            return first;
-        };
-        let mut expanded = vec![argv[0].clone()];
-        expanded.extend(scenario.preset());
-        expanded.extend(argv[1..].iter().cloned());
-        Args::parse_from(expanded)
-    }
-
-    fn shape(&self) -> Shape {
-        Shape {
-            api: self.api,
-            stream: self.stream,
-            max_tokens: self.max_tokens,
-            prompt_words: self.prompt_words,
-            groups: self.shared_prefix_groups,
-            prefix_words: self
-                .shared_prefix_words
-                .unwrap_or(self.prompt_words * 3 / 4),
-            vocabulary: self.vocabulary,
-            model: self.model.clone(),
-        }
-    }
-}
 
 fn addr_of(url: &str) -> SocketAddr {
     let host = url.trim_start_matches("http://").trim_end_matches('/');

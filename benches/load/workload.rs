@@ -78,21 +78,15 @@ fn vocabulary(n: usize) -> Vec<String> {
         "ro", "sa", "se", "si", "so", "ta", "te", "to", "va", "vi",
     ];
     let base = SYLLABLES.len();
-    let mut out: Vec<String> = WORDS.iter().map(|w| (*w).to_owned()).collect();
     // Two syllables first (1,600 words), then three (64,000).
-    for k in 0.. {
-        if out.len() >= n {
-            break;
-        }
+    let made_up = (0..).map(|k: usize| {
         let syllables = if k < base * base { 2 } else { 3 };
-        let mut rest = k;
-        let mut word = String::new();
-        for _ in 0..syllables {
-            word.push_str(SYLLABLES[rest % base]);
-            rest /= base;
-        }
-        out.push(word);
-    }
+        (0..syllables)
+            .map(|i| SYLLABLES[k / base.pow(i) % base])
+            .collect::<String>()
+    });
+    let mut out: Vec<String> = WORDS.iter().map(|w| (*w).to_owned()).collect();
+    out.extend(made_up.take(n.saturating_sub(out.len())));
     out.truncate(n.max(1));
     out
 }

@@ -144,14 +144,17 @@ impl Batch {
     /// Adds a word's letters as symbols, with the merges of each adjacent pair; `None` (and
     /// nothing added) for a word with a byte the model has no symbol for.
     fn start(&mut self, model: &Merges, word: &[u8]) -> Option<usize> {
-        let symbol = |b: u8| model.bytes.get(usize::from(b)).copied().flatten();
-        if !word.iter().all(|&b| symbol(b).is_some()) {
-            return None;
-        }
         let first = self.symbols.len();
-        self.symbols
-            .extend(word.iter().map(|&b| symbol(b).unwrap_or_default()));
-        let added = self.symbols.get(first..).unwrap_or_default();
+        for &b in word {
+            match model.bytes.get(usize::from(b)).copied().flatten() {
+                Some(id) => self.symbols.push(id),
+                None => {
+                    self.symbols.truncate(first);
+                    return None;
+                }
+            }
+        }
+        let added = &self.symbols[first..];
         let pairs = added.windows(2).map(|w| model.merge_of(w[0], w[1]));
         // One entry per symbol: the last one's is never read.
         let pairs = pairs.chain(std::iter::once(None)).take(added.len());

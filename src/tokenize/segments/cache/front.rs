@@ -53,7 +53,7 @@ impl Front {
     /// than `MAX_IDS` ids is not kept.
     #[inline]
     pub fn put(&mut self, key: ShortKey, ids: &[u32]) {
-        let (Some(s), Ok(len)) = (self.slots.get_mut(slot_of(key)), u8::try_from(ids.len())) else {
+        let Some(s) = self.slots.get_mut(slot_of(key)) else {
             return;
         };
         let Some(held) = s.ids.get_mut(..ids.len()) else {
@@ -61,7 +61,8 @@ impl Front {
         };
         held.copy_from_slice(ids);
         s.key = key;
-        s.len = len;
+        // At most `MAX_IDS`, or `get_mut` above would have found no room.
+        s.len = ids.len() as u8;
     }
 }
 
