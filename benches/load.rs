@@ -2,9 +2,9 @@
 //! open-loop (Poisson `--rate`) or closed-loop (`--concurrency`), with the same traffic measured
 //! on the direct path (client → sim) so every figure is also a ratio to it.
 //!
-//! `cargo bench --bench load -- --scenario nonstream|streams|longprompt|longprompt-wide|memory|bigprompts [flags]`
-//! `cargo bench --bench load -- --help` lists the flags; the results are in
-//! `docs/benchmarks.md`.
+//! `cargo bench --bench load -- --scenario NAME [flags]`
+//! `cargo bench --bench load -- --help` lists the scenarios (`load/scenario.rs`) and the flags;
+//! the results are in `docs/benchmarks.md`.
 //!
 //! Each phase gets fresh sims (so the direct phase cannot warm the gateway phase's prefix
 //! caches), a warm-up, then a measurement window: requests finishing inside it are counted,
