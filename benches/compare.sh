@@ -154,7 +154,8 @@ cols = [("req/s", "requests_per_s", 0), ("chunks/s", "chunks_per_s", 0),
         ("TTFT p50 ms", ("ttft_ms", "p50"), 2), ("TTFT p99 ms", ("ttft_ms", "p99"), 2),
         ("ITL p99 ms", ("itl_ms", "p99"), 2), ("E2E p50 ms", ("e2e_ms", "p50"), 2),
         ("E2E p99 ms", ("e2e_ms", "p99"), 2), ("CPU µs/req", "server_cpu_us_per_request", 0),
-        ("RSS MiB", "server_rss_kib", 1), ("errors", "errors", 0)]
+        ("of it kernel µs", "server_kernel_cpu_us_per_request", 0), ("RSS MiB", "server_rss_kib", 1),
+        ("errors", "errors", 0)]
 def get(phase, key):
     v = phase
     for k in (key if isinstance(key, tuple) else (key,)):

@@ -99,7 +99,7 @@ fn run_phase(
         tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
         let sims_ticks = || sims.iter().map(|&p| procs::cpu_ticks(p)).sum::<u64>();
         let (s0, g0, sim0) = (
-            server.map(procs::cpu_ticks),
+            server.map(procs::cpu_ticks_split),
             procs::cpu_ticks(me),
             sims_ticks(),
         );
@@ -109,14 +109,15 @@ fn run_phase(
         rec.recording.set(false);
         let secs = t0.elapsed().as_secs_f64();
         let (s1, g1, sim1) = (
-            server.map(procs::cpu_ticks),
+            server.map(procs::cpu_ticks_split),
             procs::cpu_ticks(me),
             sims_ticks(),
         );
         Phase {
             name: name.to_owned(),
             secs,
-            server_cpu_s: s0.zip(s1).map(|(a, b)| (b - a) as f64 / hz),
+            server_cpu_s: s0.zip(s1).map(|(a, b)| (b.0 + b.1 - a.0 - a.1) as f64 / hz),
+            server_kernel_cpu_s: s0.zip(s1).map(|(a, b)| (b.1 - a.1) as f64 / hz),
             server_rss_kib: server.map(|pid| procs::status_kib(pid, "VmRSS")),
             server_hwm_kib: server.map(|pid| procs::status_kib(pid, "VmHWM")),
             open_streams: rec.open_streams.get(),

@@ -186,12 +186,19 @@ pub fn clock_ticks() -> f64 {
 
 /// utime + stime of a process (all its threads), in clock ticks.
 pub fn cpu_ticks(pid: u32) -> u64 {
+    let (user, kernel) = cpu_ticks_split(pid);
+    user + kernel
+}
+
+/// utime and stime of a process (all its threads), in clock ticks: what it spent in its own
+/// code and in the kernel (syscalls, and the loopback TCP work they do on its behalf).
+pub fn cpu_ticks_split(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
     // After ")" the state is field 3 of stat(5), so utime (14) and stime (15) sit at 11 and 12.
     let get = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-    get(11).unwrap_or(0) + get(12).unwrap_or(0)
+    (get(11).unwrap_or(0), get(12).unwrap_or(0))
 }
 
 /// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`).

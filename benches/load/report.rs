@@ -33,6 +33,8 @@ pub struct Phase {
     pub e2e: Option<Pcts>,
     /// CPU seconds the server under test (gateway) spent in the window; None on the direct path.
     pub server_cpu_s: Option<f64>,
+    /// The part of it spent in the kernel (system time): syscalls and the TCP work behind them.
+    pub server_kernel_cpu_s: Option<f64>,
     pub server_rss_idle_kib: Option<u64>,
     pub server_rss_kib: Option<u64>,
     pub server_hwm_kib: Option<u64>,
@@ -53,6 +55,10 @@ impl Phase {
     /// None when nothing finished in the window (the memory scenario's streams outlive it).
     pub fn cpu_us_per_req(&self) -> Option<f64> {
         (self.requests > 0).then(|| self.server_cpu_s.map(|s| s * 1e6 / self.requests as f64))?
+    }
+    pub fn kernel_us_per_req(&self) -> Option<f64> {
+        let per = |s: f64| s * 1e6 / self.requests as f64;
+        (self.requests > 0).then(|| self.server_kernel_cpu_s.map(per))?
     }
     pub fn gen_us_per_req(&self) -> Option<f64> {
         (self.requests > 0).then(|| self.gen_cpu_s * 1e6 / self.requests as f64)
@@ -78,6 +84,7 @@ impl Phase {
             "e2e_ms": p(self.e2e),
             "server_cpu_cores": self.server_cpu_s.map(|s| s / self.secs),
             "server_cpu_us_per_request": self.cpu_us_per_req(),
+            "server_kernel_cpu_us_per_request": self.kernel_us_per_req(),
             "server_rss_idle_kib": self.server_rss_idle_kib,
             "server_rss_kib": self.server_rss_kib,
             "server_rss_hwm_kib": self.server_hwm_kib,
@@ -125,6 +132,7 @@ pub fn print_table(phases: &[Phase]) {
         ("E2E p90 ms", 3, |p| p.e2e.map(|x| x.0[1])),
         ("E2E p99 ms", 3, |p| p.e2e.map(|x| x.0[2])),
         ("server CPU µs/request", 1, |p| p.cpu_us_per_req()),
+        ("  of it kernel µs", 1, |p| p.kernel_us_per_req()),
         ("server CPU cores", 3, |p| {
             p.server_cpu_s.map(|s| s / p.secs)
         }),
