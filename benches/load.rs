@@ -116,8 +116,10 @@ fn run_phase(
         Phase {
             name: name.to_owned(),
             secs,
-            server_cpu_s: s0.zip(s1).map(|(a, b)| (b.0 + b.1 - a.0 - a.1) as f64 / hz),
-            server_kernel_cpu_s: s0.zip(s1).map(|(a, b)| (b.1 - a.1) as f64 / hz),
+            server_cpu_s: s0
+                .zip(s1)
+                .map(|(a, b)| (b.0 + b.1).saturating_sub(a.0 + a.1) as f64 / hz),
+            server_kernel_cpu_s: s0.zip(s1).map(|(a, b)| b.1.saturating_sub(a.1) as f64 / hz),
             server_rss_kib: server.map(|pid| procs::status_kib(pid, "VmRSS")),
             server_hwm_kib: server.map(|pid| procs::status_kib(pid, "VmHWM")),
             open_streams: rec.open_streams.get(),
