@@ -113,13 +113,15 @@ fn run_phase(
             procs::cpu_ticks(me),
             sims_ticks(),
         );
+        // The window's user and kernel ticks (none lost if the stat cannot be read at the end).
+        let server_ticks = s0
+            .zip(s1)
+            .map(|(a, b)| (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
         Phase {
             name: name.to_owned(),
             secs,
-            server_cpu_s: s0
-                .zip(s1)
-                .map(|(a, b)| (b.0 + b.1).saturating_sub(a.0 + a.1) as f64 / hz),
-            server_kernel_cpu_s: s0.zip(s1).map(|(a, b)| b.1.saturating_sub(a.1) as f64 / hz),
+            server_cpu_s: server_ticks.map(|(user, kernel)| (user + kernel) as f64 / hz),
+            server_kernel_cpu_s: server_ticks.map(|(_, kernel)| kernel as f64 / hz),
             server_rss_kib: server.map(|pid| procs::status_kib(pid, "VmRSS")),
             server_hwm_kib: server.map(|pid| procs::status_kib(pid, "VmHWM")),
             open_streams: rec.open_streams.get(),

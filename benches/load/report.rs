@@ -52,16 +52,19 @@ impl Phase {
     pub fn chunks_s(&self) -> f64 {
         self.chunks as f64 / self.secs
     }
+    /// CPU seconds as µs a finished request; None when nothing finished in the window.
+    fn us_per_req(&self, secs: Option<f64>) -> Option<f64> {
+        (self.requests > 0).then(|| secs.map(|s| s * 1e6 / self.requests as f64))?
+    }
     /// None when nothing finished in the window (the memory scenario's streams outlive it).
     pub fn cpu_us_per_req(&self) -> Option<f64> {
-        (self.requests > 0).then(|| self.server_cpu_s.map(|s| s * 1e6 / self.requests as f64))?
+        self.us_per_req(self.server_cpu_s)
     }
     pub fn kernel_us_per_req(&self) -> Option<f64> {
-        let per = |s: f64| s * 1e6 / self.requests as f64;
-        (self.requests > 0).then(|| self.server_kernel_cpu_s.map(per))?
+        self.us_per_req(self.server_kernel_cpu_s)
     }
     pub fn gen_us_per_req(&self) -> Option<f64> {
-        (self.requests > 0).then(|| self.gen_cpu_s * 1e6 / self.requests as f64)
+        self.us_per_req(Some(self.gen_cpu_s))
     }
     pub fn kib_per_stream(&self) -> Option<f64> {
         let grew = self.server_rss_kib? as f64 - self.server_rss_idle_kib? as f64;
