@@ -201,6 +201,28 @@ pub fn cpu_ticks_split(pid: u32) -> (u64, u64) {
     (get(11).unwrap_or(0), get(12).unwrap_or(0))
 }
 
+/// Time on a CPU of every live thread of a process, in ns (`/proc/PID/task/*/schedstat`'s first
+/// field): exact where utime and stime come in whole clock ticks (10 ms), but blind to threads
+/// that ended. None when a thread cannot be read (it may have just ended).
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let mut sum = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(sum)
+}
+
+/// A window's CPU seconds: `exact` (from [`cpu_ns`]) unless it falls short of `ticks_s` (from
+/// [`cpu_ticks`], `hz` a second) by more than the ticks' own rounding, as it does when a thread
+/// ended inside the window and took its time out of the task list.
+pub fn window_cpu_s(exact: Option<f64>, ticks_s: f64, hz: f64) -> f64 {
+    match exact {
+        Some(e) if e + 2.0 / hz >= ticks_s => e,
+        _ => ticks_s,
+    }
+}
+
 /// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`).
 pub fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
