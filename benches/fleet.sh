@@ -25,7 +25,8 @@ trap cleanup EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Time on a CPU of the live threads, in ns: exact where the ticks are 10 ms, blind to threads that
-# ended (the window's figure falls back to the ticks then, as in benches/common/procs.rs).
+# ended (the window's figure falls back to the ticks then, as `CpuReading::until` in
+# benches/common/procs.rs does).
 cpu_ns() {
   local sum=0 ns _ f
   for f in /proc/"$1"/task/*/schedstat; do read -r ns _ <"$f" && sum=$((sum + ns)); done

@@ -98,9 +98,8 @@ fn run_phase(
         }
         tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
         let sims_ticks = || sims.iter().map(|&p| procs::cpu_ticks(p)).sum::<u64>();
-        let ns0 = server.and_then(procs::cpu_ns);
         let (s0, g0, sim0) = (
-            server.map(procs::cpu_ticks_split),
+            server.map(procs::cpu_reading),
             procs::cpu_ticks(me),
             sims_ticks(),
         );
@@ -110,23 +109,17 @@ fn run_phase(
         rec.recording.set(false);
         let secs = t0.elapsed().as_secs_f64();
         let (s1, g1, sim1) = (
-            server.map(procs::cpu_ticks_split),
+            server.map(procs::cpu_reading),
             procs::cpu_ticks(me),
             sims_ticks(),
         );
-        let ns1 = server.and_then(procs::cpu_ns);
-        let exact = ns0.zip(ns1).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
-        // The window's user and kernel ticks (none lost if the stat cannot be read at the end).
-        let server_ticks = s0
-            .zip(s1)
-            .map(|(a, b)| (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+        // The window's CPU seconds, all and of it the kernel's.
+        let server_cpu = s0.zip(s1).map(|(a, b)| a.until(b, hz));
         Phase {
             name: name.to_owned(),
             secs,
-            // Ticks are 10 ms: at a few per cent of a core over 5 s, ±1 tick is ±7 %.
-            server_cpu_s: server_ticks
-                .map(|(user, kernel)| procs::window_cpu_s(exact, (user + kernel) as f64 / hz, hz)),
-            server_kernel_cpu_s: server_ticks.map(|(_, kernel)| kernel as f64 / hz),
+            server_cpu_s: server_cpu.map(|(all, _)| all),
+            server_kernel_cpu_s: server_cpu.map(|(_, kernel)| kernel),
             server_rss_kib: server.map(|pid| procs::status_kib(pid, "VmRSS")),
             server_hwm_kib: server.map(|pid| procs::status_kib(pid, "VmHWM")),
             open_streams: rec.open_streams.get(),

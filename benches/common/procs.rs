@@ -186,13 +186,53 @@ pub fn clock_ticks() -> f64 {
 
 /// utime + stime of a process (all its threads), in clock ticks.
 pub fn cpu_ticks(pid: u32) -> u64 {
-    let (user, kernel) = cpu_ticks_split(pid);
+    let (user, kernel) = ticks_split(pid);
     user + kernel
 }
 
-/// utime and stime of a process (all its threads), in clock ticks: what it spent in its own
-/// code and in the kernel (syscalls, and the loopback TCP work they do on its behalf).
-pub fn cpu_ticks_split(pid: u32) -> (u64, u64) {
+/// What a process has spent on a CPU so far, read two ways: utime and stime in whole clock ticks
+/// (its own code and the kernel: syscalls, and the loopback TCP work they do on its behalf), and
+/// its live threads' time on a CPU in ns (`/proc/PID/task/*/schedstat`), exact but blind to
+/// threads that ended.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuReading {
+    user_ticks: u64,
+    kernel_ticks: u64,
+    ns: Option<u64>,
+}
+
+pub fn cpu_reading(pid: u32) -> CpuReading {
+    let (user_ticks, kernel_ticks) = ticks_split(pid);
+    CpuReading {
+        user_ticks,
+        kernel_ticks,
+        ns: threads_ns(pid),
+    }
+}
+
+impl CpuReading {
+    /// CPU seconds from this reading to `later`, `hz` ticks a second: all of it, and of it the
+    /// kernel's. All of it from the ns (a tick is 10 ms: at a few per cent of a core over 5 s,
+    /// ±1 tick is ±7 %), unless they fall short of the ticks by more than the ticks' rounding, as
+    /// they do when a thread ended in between; the kernel's part from stime, ticks only.
+    pub fn until(self, later: CpuReading, hz: f64) -> (f64, f64) {
+        let user = later.user_ticks.saturating_sub(self.user_ticks);
+        let kernel = later.kernel_ticks.saturating_sub(self.kernel_ticks);
+        let ticks_s = (user + kernel) as f64 / hz;
+        let exact = self
+            .ns
+            .zip(later.ns)
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
+        let all = match exact {
+            Some(e) if e + 2.0 / hz >= ticks_s => e,
+            _ => ticks_s,
+        };
+        (all, kernel as f64 / hz)
+    }
+}
+
+/// utime and stime of a process (all its threads), in clock ticks.
+fn ticks_split(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
@@ -201,26 +241,15 @@ pub fn cpu_ticks_split(pid: u32) -> (u64, u64) {
     (get(11).unwrap_or(0), get(12).unwrap_or(0))
 }
 
-/// Time on a CPU of every live thread of a process, in ns (`/proc/PID/task/*/schedstat`'s first
-/// field): exact where utime and stime come in whole clock ticks (10 ms), but blind to threads
-/// that ended. None when a thread cannot be read (it may have just ended).
-pub fn cpu_ns(pid: u32) -> Option<u64> {
+/// The sum of the first field of every live thread's schedstat (its time on a CPU, in ns); None
+/// when a thread cannot be read (it may have just ended).
+fn threads_ns(pid: u32) -> Option<u64> {
     let mut sum = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
         sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(sum)
-}
-
-/// A window's CPU seconds: `exact` (from [`cpu_ns`]) unless it falls short of `ticks_s` (from
-/// [`cpu_ticks`], `hz` a second) by more than the ticks' own rounding, as it does when a thread
-/// ended inside the window and took its time out of the task list.
-pub fn window_cpu_s(exact: Option<f64>, ticks_s: f64, hz: f64) -> f64 {
-    match exact {
-        Some(e) if e + 2.0 / hz >= ticks_s => e,
-        _ => ticks_s,
-    }
 }
 
 /// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`).
