@@ -1,6 +1,7 @@
 //! Gateway load benchmark: N simulated workers and the Switchboard gateway on loopback, driven
-//! open-loop (Poisson `--rate`) or closed-loop (`--concurrency`), with the same traffic measured
-//! on the direct path (client → sim) so every figure is also a ratio to it.
+//! open-loop (`--rate`, Poisson or `--arrivals paced`) or closed-loop (`--concurrency`), with
+//! the same traffic measured on the direct path (client → sim) so every figure is also a ratio
+//! to it.
 //!
 //! `cargo bench --bench load -- --scenario NAME [flags]`
 //! `cargo bench --bench load -- --help` lists the scenarios (`load/scenario.rs`) and the flags;
@@ -75,6 +76,7 @@ fn run_phase(
             let drv = client::open_loop(
                 addrs.to_vec(),
                 rate,
+                args.arrivals,
                 args.max_connections,
                 Rc::clone(wl),
                 Rc::clone(&rec),
@@ -202,7 +204,7 @@ fn main() {
     }
     let wl = Rc::new(Workload::new(&args.shape()));
     let mode = match args.rate {
-        Some(r) => format!("open loop {r}/s"),
+        Some(r) => format!("open loop {r}/s {:?}", args.arrivals),
         None => format!("closed loop ×{}", args.concurrency),
     };
     println!(

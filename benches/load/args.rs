@@ -7,6 +7,16 @@ use clap::Parser;
 use super::scenario::Scenario;
 use super::workload::{Api, Shape};
 
+/// How an open loop spaces its arrivals.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Exponential gaps (random arrivals, bursts included)
+    Poisson,
+    /// Every gap 1/rate: the same mean load without bursts, so a batching worker is not pushed
+    /// into the slower steps a burst of prefills causes
+    Paced,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     about = "Switchboard gateway load benchmark",
@@ -23,9 +33,12 @@ pub struct Args {
     /// Closed loop: this many clients, each sending its next request when the last ends
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Open loop: Poisson arrivals per second (overrides --concurrency)
+    /// Open loop: arrivals per second (overrides --concurrency)
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Open loop: how arrivals are spaced
+    #[arg(long, value_enum, default_value = "poisson")]
+    pub arrivals: Arrivals,
     /// Open loop: connection limit (an arrival finding all busy counts as an error)
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,

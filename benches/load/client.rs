@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
+use crate::args::Arrivals;
 use crate::workload::Workload;
 
 /// Everything observed; samples and counts only while `recording` (the measurement window).
@@ -328,12 +329,13 @@ pub async fn closed_loop(
     }
 }
 
-/// Open loop: Poisson arrivals at `rate`/s, each on an idle pooled connection or a new one (at
+/// Open loop: arrivals at `rate`/s (Poisson or evenly paced), each on an idle pooled connection or a new one (at
 /// most `max_conns`; an arrival finding none is an error, never a delay, so the schedule holds).
 /// Latency counts from the scheduled arrival, so a slow server cannot hide queueing.
 pub async fn open_loop(
     addrs: Vec<SocketAddr>,
     rate: f64,
+    arrivals: Arrivals,
     max_conns: usize,
     wl: Rc<Workload>,
     rec: Rc<Recorder>,
@@ -348,7 +350,10 @@ pub async fn open_loop(
         x ^= x >> 7;
         x ^= x << 17;
         let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64; // (0, 1]
-        next += Duration::from_secs_f64(-u.ln() / rate);
+        next += Duration::from_secs_f64(match arrivals {
+            Arrivals::Poisson => -u.ln() / rate,
+            Arrivals::Paced => 1.0 / rate,
+        });
         tokio::time::sleep_until(next.into()).await;
         let idle = pool.borrow_mut().pop();
         if idle.is_none() {

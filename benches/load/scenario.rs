@@ -9,6 +9,9 @@ pub enum Scenario {
     Nonstream,
     /// 256 concurrent chat streams of 64 tokens, worker TTFT 20 ms / ITL 10 ms
     Streams,
+    /// Chat streams of 64 tokens arriving evenly at 330/s (~256 open at once), worker prefill
+    /// 2 ms / ITL 10 ms: a steady load every system serves at the same pace
+    StreamsSteady,
     /// Unique ~2,000-word prompts, 32 concurrent streams
     Longprompt,
     /// The same, the words drawn from 20,000 (mostly made-up, several tokens each) instead of 32
@@ -24,6 +27,12 @@ pub enum Scenario {
 const FLAT_20_10: &str = "--prefill-base-us 20000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
     --decode-base-us 10000 --decode-batch-knee 1024 --decode-per-seq-us 0 --decode-per-1k-ctx-us 0";
 
+/// The same with a 2 ms prefill: arrivals spread over the decode steps then cost a step ~2 ms
+/// each, so an open loop at the closed loop's pace does not saturate the sims (with 20 ms, the
+/// prefills of 165 arrivals a second per sim leave little time for decoding).
+const FLAT_2_10: &str = "--prefill-base-us 2000 --prefill-per-token-us 0 --prefill-attn-ns 0 \
+    --decode-base-us 10000 --decode-batch-knee 1024 --decode-per-seq-us 0 --decode-per-1k-ctx-us 0";
+
 impl Scenario {
     pub fn preset(self) -> Vec<String> {
         let (flags, sim): (&str, String) = match self {
@@ -34,6 +43,13 @@ impl Scenario {
             Scenario::Streams => (
                 "--api chat --stream --concurrency 256 --max-tokens 64 --policy prefix_cost",
                 FLAT_20_10.into(),
+            ),
+            // At 330/s a stream lasts ~0.77 s (64 steps of ~12 ms): ~256 open at once, as in
+            // `streams`, but without its cohorts.
+            Scenario::StreamsSteady => (
+                "--api chat --stream --rate 330 --arrivals paced --max-tokens 64 \
+                 --policy prefix_cost",
+                FLAT_2_10.into(),
             ),
             Scenario::Longprompt => (
                 "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
