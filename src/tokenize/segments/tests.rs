@@ -1,6 +1,8 @@
 use super::cache::{entry_bytes, CACHE_BUDGET_BYTES};
 use super::*;
+use proptest::prelude::*;
 use std::cell::RefCell;
+use std::ops::Range;
 
 fn bytewise(t: &str) -> Result<Encoded, TokenizeError> {
     Ok(t.bytes()
@@ -182,51 +184,44 @@ fn the_word_at_a_time_search_finds_the_first_space_or_digit() {
     }
 }
 
-#[test]
-fn the_cuts_are_the_bytewise_ones() {
-    // The rule byte by byte: a single space between two non-whitespace characters, or (with
-    // digit cuts) a digit after a digit, never at the first or the last byte.
-    let bytewise = |t: &str, digits: bool| {
-        let b = t.as_bytes();
-        let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
-        let mut cuts = vec![0];
-        for at in 1..b.len().saturating_sub(1) {
-            let space = b[at] == b' '
-                && not_space(t[..at].chars().next_back())
-                && not_space(t[at + 1..].chars().next());
-            let digit = digits && b[at].is_ascii_digit() && b[at - 1].is_ascii_digit();
-            if space || digit {
-                cuts.push(at);
-            }
+/// The cut rule byte by byte: a single space between two non-whitespace characters, or (with
+/// digit cuts) a digit after a digit, never at the first or the last byte.
+fn bytewise_pieces(t: &str, digits: bool) -> Vec<Range<usize>> {
+    let b = t.as_bytes();
+    let not_space = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
+    let mut cuts = vec![0];
+    for at in 1..b.len().saturating_sub(1) {
+        let space = b[at] == b' '
+            && not_space(t[..at].chars().next_back())
+            && not_space(t[at + 1..].chars().next());
+        let digit = digits && b[at].is_ascii_digit() && b[at - 1].is_ascii_digit();
+        if space || digit {
+            cuts.push(at);
         }
-        cuts.push(b.len());
-        let pieces = cuts.windows(2).map(|w| w[0]..w[1]);
-        pieces.filter(|r| !r.is_empty()).collect::<Vec<_>>()
-    };
-    // Random texts of up to 40 characters, across the cutter's eight-byte words, from the
-    // characters each of its checks tells apart: the space and whitespace beside it (tab,
-    // newline, U+0085, U+3000), digits and the bytes just outside their range ('/', ':'),
-    // control characters that are not whitespace, DEL, printable ASCII at both ends and
-    // multi-byte letters.
-    let alphabet: Vec<char> = " \t\n\u{85}\u{3000}0159/:\u{1}\u{7f}!~aZé€😀"
-        .chars()
-        .collect();
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for _ in 0..20_000 {
-        let len = (next() % 40) as usize;
-        let text: String = (0..len)
-            .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-            .collect();
-        for digits in [false, true] {
-            let got: Vec<_> = pieces(&text, digits).collect();
-            assert_eq!(got, bytewise(&text, digits), "{text:?}, digits {digits}");
-        }
+    }
+    cuts.push(b.len());
+    let pieces = cuts.windows(2).map(|w| w[0]..w[1]);
+    pieces.filter(|r| !r.is_empty()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+    /// Texts of up to 40 characters, across the cutter's eight-byte words, from the characters
+    /// each of its checks tells apart: the space and whitespace beside it (tab, newline, U+0085,
+    /// U+3000), digits and the bytes just outside their range ('/', ':'), control characters
+    /// that are not whitespace, DEL, printable ASCII at both ends and multi-byte letters.
+    #[test]
+    fn the_cuts_are_the_bytewise_ones(
+        chars in proptest::collection::vec(
+            proptest::sample::select(" \t\n\u{85}\u{3000}0159/:\u{1}\u{7f}!~aZé€😀".chars().collect::<Vec<_>>()),
+            0..40,
+        ),
+        digits in any::<bool>(),
+    ) {
+        let text: String = chars.into_iter().collect();
+        let got: Vec<_> = pieces(&text, digits).collect();
+        prop_assert_eq!(got, bytewise_pieces(&text, digits));
     }
 }
 
