@@ -148,8 +148,7 @@ impl Segmenter {
         let from = ids.len();
         self.encode_pieces(text, ids, encode)?;
         if repeated {
-            let evicted = self.lock().insert(text.as_bytes(), ids[from..].into());
-            drop(evicted);
+            self.lock().insert(text.as_bytes(), &ids[from..]);
         }
         Ok(())
     }
@@ -217,13 +216,13 @@ impl Segmenter {
         // `encoded[u]`: the ids of `unique[u]`; pieces with a quick way are encoded alone, the
         // others (`slow`) together in runs.
         let missing_text = |u: usize| &text[missing[unique[u]].range.clone()];
-        let mut encoded: Vec<Option<Box<[u32]>>> = vec![None; unique.len()];
+        let mut encoded: Vec<Option<Vec<u32>>> = vec![None; unique.len()];
         let mut slow = Vec::new();
         let texts: Vec<&str> = (0..unique.len()).map(missing_text).collect();
         let mut quick = encode.pieces(&texts).into_iter();
         for (u, slot) in encoded.iter_mut().enumerate() {
             match quick.next().flatten() {
-                Some(ids) => *slot = Some(ids.into()),
+                Some(ids) => *slot = Some(ids),
                 None => slow.push(u),
             }
         }
@@ -237,7 +236,7 @@ impl Segmenter {
             match split_by_offsets(&encode.with_offsets(&joined)?, &starts, joined.len()) {
                 Some(split) => {
                     for (&u, ids) in run.iter().zip(split) {
-                        encoded[u] = Some(ids.into());
+                        encoded[u] = Some(ids);
                     }
                 }
                 // The offsets did not line up with the cuts: encode these pieces one by one.
@@ -263,18 +262,15 @@ impl Segmenter {
             from = miss.at;
         }
         ids.extend_from_slice(&hits[from..]);
-        let mut evicted = Vec::new();
         let mut cache = self.lock();
-        for (n, (&k, piece_ids)) in unique.iter().zip(encoded).enumerate() {
+        for (n, (&k, piece_ids)) in unique.iter().zip(&encoded).enumerate() {
             if n % PIECES_PER_LOCK == PIECES_PER_LOCK - 1 {
                 MutexGuard::bump(&mut cache);
             }
-            let piece_ids = piece_ids.ok_or_else(unencoded)?;
+            let piece_ids = piece_ids.as_deref().ok_or_else(unencoded)?;
             let piece = &text.as_bytes()[missing[k].range.clone()];
-            evicted.extend(cache.insert(piece, piece_ids));
+            cache.insert(piece, piece_ids);
         }
-        drop(cache);
-        drop(evicted);
         Ok(())
     }
 }

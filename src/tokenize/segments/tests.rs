@@ -297,12 +297,12 @@ fn held_bytes(cache: &TwoGenerations) -> usize {
 #[test]
 fn cache_stays_within_its_budget_and_counts_what_it_holds() {
     let mut cache = TwoGenerations::default();
-    let ids: Box<[u32]> = vec![0u32; 250].into();
+    let ids = vec![0u32; 250];
     let per = entry_bytes(b"piece 000000".len(), ids.len());
     for i in 0..(3 * CACHE_BUDGET_BYTES / per) {
         // Short pieces and long ones (kept apart, by value and by their bytes).
         let piece = ["piece", "a piece longer than a short key"][i % 2];
-        drop(cache.insert(format!("{piece} {i:06}").as_bytes(), ids.clone()));
+        cache.insert(format!("{piece} {i:06}").as_bytes(), &ids);
         // Counted in full (a pass over every entry) now and then, and where the generations
         // have just turned or are about to: the fullest and the emptiest moments.
         let full = cache.current_bytes + 2 * per > CACHE_BUDGET_BYTES / 2;
@@ -314,10 +314,46 @@ fn cache_stays_within_its_budget_and_counts_what_it_holds() {
         assert!(held <= CACHE_BUDGET_BYTES, "{held}");
     }
     // A hit in the previous generation moves the entry forward without double counting;
-    // inserting a piece again replaces it.
+    // inserting a piece again (two threads missed it) keeps it once.
     let old = cache.previous.a_piece().unwrap();
     assert!(cache.copy_into(&old, &mut Vec::new()));
-    drop(cache.insert(&old, ids.clone()));
+    let before = cache.current.held();
+    cache.insert(&old, &ids);
+    assert_eq!(cache.current.held(), before);
     let held = held_bytes(&cache);
     assert_eq!(cache.current_bytes + cache.previous_bytes, held);
+}
+
+#[test]
+fn ids_come_back_as_inserted_from_either_generation() {
+    let mut cache = TwoGenerations::default();
+    // Long pieces, and short ones of more ids than the front table keeps, are read from the
+    // generations' maps; a short piece of one id from the front table.
+    let pieces = [" a piece of one id", " a piece of several", " abcd", " b"];
+    let ids: [&[u32]; 4] = [&[u32::MAX], &[1, 2, 3], &[4, 4, 4, 4], &[7]];
+    for (piece, ids) in pieces.iter().zip(ids) {
+        cache.insert(piece.as_bytes(), ids);
+    }
+    let read = |cache: &mut TwoGenerations| -> Vec<Vec<u32>> {
+        let mut all = Vec::new();
+        for piece in pieces {
+            let mut out = vec![5];
+            assert!(cache.copy_into(piece.as_bytes(), &mut out), "{piece:?}");
+            all.push(out.split_off(1));
+        }
+        all
+    };
+    let want: Vec<Vec<u32>> = ids.iter().map(|ids| ids.to_vec()).collect();
+    assert_eq!(read(&mut cache), want);
+    // Turned into the previous generation (by other pieces filling the current one), then
+    // read back from it and moved forward; a second read finds them in the current one.
+    let filler = vec![0u32; 1000];
+    let mut i = 0;
+    while cache.previous.held() == [0, 0, 0] {
+        cache.insert(format!(" filler{i}").as_bytes(), &filler);
+        i += 1;
+    }
+    assert_eq!(read(&mut cache), want);
+    assert_eq!(read(&mut cache), want);
+    assert!(!cache.copy_into(b" not there", &mut Vec::new()));
 }
