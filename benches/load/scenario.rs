@@ -16,6 +16,9 @@ pub enum Scenario {
     Longprompt,
     /// The same, the words drawn from 20,000 (mostly made-up, several tokens each) instead of 32
     LongpromptWide,
+    /// Unique ~2,000-word prompts arriving evenly at 128/s, worker prefill 2 ms / ITL 10 ms: the
+    /// same load every system serves at the same pace
+    LongpromptSteady,
     /// 1,000 open slow streams: gateway KiB per stream
     Memory,
     /// Small non-streaming chat requests while two clients send 512 KiB prompts back to back
@@ -55,6 +58,14 @@ impl Scenario {
                 "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
                  --policy prefix_cost",
                 FLAT_20_10.into(),
+            ),
+            // `longprompt`'s closed loop settles into one of several paces (104–168/s), and which
+            // depends on how long the gateway takes to forward a prompt: CPU a request is
+            // compared at one pace here. ~23 streams open at once (a stream lasts ~180 ms).
+            Scenario::LongpromptSteady => (
+                "--api chat --stream --rate 128 --arrivals paced --max-tokens 16 \
+                 --prompt-words 2000 --policy prefix_cost",
+                FLAT_2_10.into(),
             ),
             Scenario::LongpromptWide => (
                 "--api chat --stream --concurrency 32 --max-tokens 16 --prompt-words 2000 \
