@@ -97,8 +97,7 @@ impl Merges {
     }
 
     /// The ids of each of `words` (ASCII letters, at most a leading space): `None` for a word
-    /// with any other byte. Each result is allocated at its exact length, so that it becomes a
-    /// boxed slice without a reallocation.
+    /// with any other byte.
     pub fn encode_many(&self, words: &[&[u8]]) -> Vec<Option<Vec<u32>>> {
         let letters = words.iter().map(|w| w.len()).sum();
         let mut batch = Batch::with_capacity(letters, words.len());
