@@ -325,6 +325,34 @@ fn cache_stays_within_its_budget_and_counts_what_it_holds() {
 }
 
 #[test]
+fn a_generation_grows_in_shards_of_its_pieces() {
+    // A map grows all at once, on the inserting thread: the most any one insert can make the
+    // cache move is the largest shard, not the whole generation.
+    let mut cache = TwoGenerations::default();
+    let pieces = 20_000;
+    for i in 0..pieces {
+        // Pieces as a client could choose them: all alike but for a counter.
+        cache.insert(format!(" w{i:07}").as_bytes(), &[1, 2]);
+    }
+    let current = &cache.current;
+    assert_eq!(
+        current.held()[0],
+        pieces,
+        "all short, all in the current generation"
+    );
+    let largest = current.largest_shard();
+    assert!(
+        largest * 16 <= pieces,
+        "largest shard {largest} of {pieces}"
+    );
+    let even = pieces / current.shards();
+    assert!(
+        largest <= 2 * even,
+        "largest shard {largest}, {even} each if even"
+    );
+}
+
+#[test]
 fn ids_come_back_as_inserted_from_either_generation() {
     let mut cache = TwoGenerations::default();
     // Long pieces, and short ones of more ids than the front table keeps, are read from the
