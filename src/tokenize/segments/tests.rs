@@ -331,15 +331,14 @@ fn a_generation_grows_in_shards_of_its_pieces() {
     let mut cache = TwoGenerations::default();
     let pieces = 20_000;
     for i in 0..pieces {
-        // Pieces as a client could choose them: all alike but for a counter.
+        // Pieces as a client could choose them: all alike but for a counter, short (kept by
+        // value) and long (by their bytes).
         cache.insert(format!(" w{i:07}").as_bytes(), &[1, 2]);
+        cache.insert(format!(" a longer piece, number {i:07}").as_bytes(), &[3]);
     }
     let current = &cache.current;
-    assert_eq!(
-        current.held()[0],
-        pieces,
-        "all short, all in the current generation"
-    );
+    let held = current.held();
+    assert_eq!(held[..2], [pieces, pieces], "all in the current generation");
     let largest = current.largest_shard();
     assert!(
         largest * 16 <= pieces,

@@ -21,6 +21,8 @@ use super::Hasher;
 /// Shards per map (a power of two: a shard is picked by the top bits of a hash).
 const SHARDS: usize = 64;
 const _: () = assert!(SHARDS.is_power_of_two());
+/// Bytes at each end of a long piece its shard is picked by.
+const LONG_ENDS: usize = 64;
 
 /// A piece's ids: where they are in its generation's array, or for a piece of one id (most
 /// words) the id itself, read from the map's slot without a second cache miss.
@@ -76,8 +78,17 @@ impl Generation {
         shard(self.shard_of.hash_one(k))
     }
 
+    /// By the piece's length and its two ends: the map hashes the whole piece anyway, and a
+    /// prompt's whole text is one (~6 K instructions to hash 12 KB again). Pieces that share
+    /// their length and both ends share a shard, so a client who makes such pieces gets one
+    /// unsharded map back, of pieces over `2 * LONG_ENDS` bytes (fewer a generation).
     fn long_shard(&self, piece: &[u8]) -> usize {
-        shard(self.shard_of.hash_one(piece))
+        let n = piece.len();
+        let ends = (
+            &piece[..n.min(LONG_ENDS)],
+            &piece[n.saturating_sub(LONG_ENDS)..],
+        );
+        shard(self.shard_of.hash_one((n, ends)))
     }
 
     pub fn get(&self, key: Key<'_>) -> Option<&[u32]> {
