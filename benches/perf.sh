@@ -13,6 +13,7 @@
 #             request (a stream, for streaming scenarios) and the commonest
 #   env: PERF_SECS (8): how long perf watches; PERF_OUT (a temp file): perf's output
 #        PERF_CALL_GRAPH (none): `--call-graph` for profile mode, e.g. dwarf,16384
+#        PERF_FREQ (9999): samples a second in profile mode (fewer for long dwarf recordings)
 #        PERF_LOAD_ARGS (none): load-generator flags after the scenario's, e.g. --concurrency 128
 #        PERF_SERVE_ARGS (none): more `serve` flags; PERF_BIN: the `switchboard` binary
 #        PERF_LOAD (a `load` bench binary, default: `cargo bench --bench load --no-run`'s)
@@ -68,8 +69,8 @@ PIDS+=("$LOAD_PID")
 sleep 2
 if [[ $MODE == profile ]]; then
     # shellcheck disable=SC2086 # PERF_CALL_GRAPH's flag is added only when set
-    perf record -F 9999 ${PERF_CALL_GRAPH:+--call-graph $PERF_CALL_GRAPH} -p "$GW" -o "$OUT" \
-        -- sleep "$SECS" 2>/dev/null
+    perf record -F "${PERF_FREQ:-9999}" ${PERF_CALL_GRAPH:+--call-graph $PERF_CALL_GRAPH} \
+        -p "$GW" -o "$OUT" -- sleep "$SECS" 2>/dev/null
 else
     perf stat -e 'syscalls:sys_enter_*' -x, -p "$GW" -o "$OUT" -- sleep "$SECS"
 fi
