@@ -23,7 +23,9 @@ def samples(lines):
         elif head is None:
             # "comm tid time: period event:" (comm may hold spaces: the time ends with ':')
             parts = line.split()
-            at = next(i for i, p in enumerate(parts) if p[-1] == ":" and p[:-1].replace(".", "").isdigit())
+            at = next(
+                i for i, p in enumerate(parts) if p[-1] == ":" and p[:-1].replace(".", "").isdigit()
+            )
             head = (parts[at - 1], float(parts[at][:-1]), int(parts[at + 1]) / 1e9)
         else:
             stack.append(line)

@@ -6,10 +6,11 @@
 //! is freeing a few blocks, not a pass over them that took ~6 ms on the tokenizing thread.
 //!
 //! Each map is split in [`SHARDS`] by the key's hash. A map grows by moving every entry into a
-//! table twice the size at once, on the thread that inserts: a generation's last growth (~230,000
-//! short pieces) took ~14 ms on the gateway's runtime thread, and every stream that thread serves
-//! waited for it. A shard grows on its own, a sixty-fourth of that at a time, and the shards,
-//! filled at random, reach their growth points at different inserts.
+//! table twice the size at once, under the lock, on the thread that tokenizes (for most bodies
+//! the runtime thread every stream shares): a generation's last growth, ~230,000 short pieces,
+//! took 3.5-4 ms of moving alone, and on a VM up to ~30 ms with the new table's fresh pages
+//! faulted in. A shard grows on its own and moves a sixty-fourth of that; the shards, filled at
+//! random, reach their growth points at different inserts.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -80,8 +81,9 @@ impl Generation {
 
     /// By the piece's length and its two ends: the map hashes the whole piece anyway, and a
     /// prompt's whole text is one (~6 K instructions to hash 12 KB again). Pieces that share
-    /// their length and both ends share a shard, so a client who makes such pieces gets one
-    /// unsharded map back, of pieces over `2 * LONG_ENDS` bytes (fewer a generation).
+    /// their length and both ends share a shard: a client who makes such pieces gets one
+    /// unsharded map back, of pieces over `2 * LONG_ENDS` bytes (fewer of which fit a
+    /// generation's budget).
     fn long_shard(&self, piece: &[u8]) -> usize {
         let n = piece.len();
         let ends = (
