@@ -75,6 +75,16 @@ impl Generation {
         self.long.get(self.long_shard(piece))
     }
 
+    fn short_map_mut(&mut self, k: &ShortKey) -> Option<&mut ShortShard> {
+        let at = self.short_shard(k);
+        self.short.get_mut(at)
+    }
+
+    fn long_map_mut(&mut self, piece: &[u8]) -> Option<&mut LongShard> {
+        let at = self.long_shard(piece);
+        self.long.get_mut(at)
+    }
+
     fn short_shard(&self, k: &ShortKey) -> usize {
         shard(self.shard_of.hash_one(k))
     }
@@ -104,14 +114,8 @@ impl Generation {
     /// Takes the entry out and appends its ids to `out`; whether it was there.
     pub fn take_into(&mut self, key: Key<'_>, out: &mut Vec<u32>) -> bool {
         let span = match key {
-            Key::Short(k) => {
-                let at = self.short_shard(&k);
-                self.short.get_mut(at).and_then(|map| map.remove(&k))
-            }
-            Key::Long(piece) => {
-                let at = self.long_shard(piece);
-                self.long.get_mut(at).and_then(|map| map.remove(piece))
-            }
+            Key::Short(k) => self.short_map_mut(&k).and_then(|map| map.remove(&k)),
+            Key::Long(piece) => self.long_map_mut(piece).and_then(|map| map.remove(piece)),
         };
         match span.as_ref().and_then(|span| self.ids_of(span)) {
             Some(ids) => {
@@ -130,26 +134,20 @@ impl Generation {
             return false;
         };
         let added = match key {
-            Key::Short(k) => {
-                let at = self.short_shard(&k);
-                match self.short.get_mut(at).map(|map| map.entry(k)) {
-                    Some(Entry::Vacant(slot)) => {
-                        slot.insert(span);
-                        true
-                    }
-                    Some(Entry::Occupied(_)) | None => false,
+            Key::Short(k) => match self.short_map_mut(&k).map(|map| map.entry(k)) {
+                Some(Entry::Vacant(slot)) => {
+                    slot.insert(span);
+                    true
                 }
-            }
-            Key::Long(piece) => {
-                let at = self.long_shard(piece);
-                match self.long.get_mut(at) {
-                    Some(map) if !map.contains_key(piece) => {
-                        map.insert(piece.into(), span);
-                        true
-                    }
-                    _ => false,
+                Some(Entry::Occupied(_)) | None => false,
+            },
+            Key::Long(piece) => match self.long_map_mut(piece) {
+                Some(map) if !map.contains_key(piece) => {
+                    map.insert(piece.into(), span);
+                    true
                 }
-            }
+                _ => false,
+            },
         };
         if added && span.len != 1 {
             self.ids.extend_from_slice(ids);
